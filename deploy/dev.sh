@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Development entry point: installs everything the project needs on a fresh Debian machine
+# (system packages, a virtualenv with the project and its tools) and runs the demo or the checks.
+#
+#   bash deploy/dev.sh install   # system packages + .venv
+#   bash deploy/dev.sh demo      # install, then run the main job on the embedded stack
+#   bash deploy/dev.sh check     # install, then lint (ruff), type check (mypy) and test (pytest)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${AGENTRUN_VENV:-$ROOT/.venv}"
+cd "$ROOT"
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_system() {
+  local need=()
+  command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+  command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+  command -v git >/dev/null 2>&1 || need+=(git)
+  if [ "${#need[@]}" -gt 0 ]; then
+    echo ">> apt-get install ${need[*]}"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+}
+
+install_python() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo ">> creating $VENV"
+    python3 -m venv "$VENV"
+  fi
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+  echo ">> pip install -e .[dev]"
+  "$VENV/bin/python" -m pip install -q -e ".[dev]"
+}
+
+install() {
+  install_system
+  install_python
+}
+
+check() {
+  install
+  export PATH="$VENV/bin:$PATH"
+  echo ">> ruff"
+  ruff check .
+  echo ">> mypy"
+  mypy
+  echo ">> pytest"
+  # Exit code 5 means pytest collected no tests: that is a failure here, never a pass.
+  set +e
+  pytest "$@"
+  rc=$?
+  set -e
+  if [ "$rc" -eq 5 ]; then
+    echo "pytest ran no tests" >&2
+    exit 1
+  fi
+  exit "$rc"
+}
+
+demo() {
+  install
+  export PATH="$VENV/bin:$PATH"
+  exec "$VENV/bin/agentrun" demo "$@"
+}
+
+cmd="${1:-}"
+shift || true
+case "$cmd" in
+  install) install ;;
+  check) check "$@" ;;
+  demo) demo "$@" ;;
+  *) echo "usage: bash deploy/dev.sh install|demo|check" >&2; exit 2 ;;
+esac

@@ -1,0 +1,1 @@
+"""localkube: a local, wire-compatible Kubernetes API server and kubelet for development and tests."""

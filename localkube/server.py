@@ -1,0 +1,772 @@
+"""The HTTP face of localkube: an ASGI app speaking the Kubernetes REST protocol.
+
+It turns URLs into (group, version, resource, namespace, name, subresource, verb) the way
+kube-apiserver's RequestInfo does, authenticates bearer tokens, authorizes ServiceAccounts
+through RBAC, applies injected faults, and then calls `APIServer`. Watches and log follows
+are chunked streams; errors are `kind: Status` bodies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import secrets
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+import yaml
+
+from . import discovery, tables
+from .apiserver import APIServer, Ctx, DeleteOptions
+from .errors import StatusError, bad_request, not_found
+from .faults import FaultInjector
+from .rbac import Attributes, UserInfo, authorize, forbidden_message
+from .registry import ResourceType
+from .selectors import (
+    SelectorError,
+    object_fields,
+    parse_field_selector,
+    parse_label_selector,
+    supported_fields,
+)
+from .store import ADDED, DELETED, Event, Expired, Obj, object_rv
+
+log = logging.getLogger("localkube.server")
+
+MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's limit for JSON request bodies
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+ADMIN = UserInfo("admin", ("system:masters", "system:authenticated"))
+
+
+class LogSource:
+    """What the kubelet offers the /log endpoint."""
+
+    def stream(self, pod: Obj, container: str, *, follow: bool, tail: int | None, timestamps: bool,
+               since_seconds: int | None, limit_bytes: int | None,
+               disconnected: asyncio.Event) -> AsyncIterator[bytes]:
+        raise NotImplementedError
+
+    def check(self, pod: Obj, container: str, previous: bool) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class TokenInfo:
+    namespace: str
+    service_account: str
+    pod_name: str
+    pod_uid: str
+
+
+@dataclass
+class Auth:
+    admin_token: str = field(default_factory=lambda: "lk-admin-" + secrets.token_hex(16))
+    tokens: dict[str, TokenInfo] = field(default_factory=dict)
+
+    def issue(self, namespace: str, sa: str, pod_name: str, pod_uid: str) -> str:
+        token = "lk-sa-" + secrets.token_hex(20)
+        self.tokens[token] = TokenInfo(namespace, sa, pod_name, pod_uid)
+        return token
+
+    def revoke_pod(self, pod_uid: str) -> None:
+        for t in [t for t, i in self.tokens.items() if i.pod_uid == pod_uid]:
+            del self.tokens[t]
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+    user: UserInfo | None = None
+
+    def accept(self) -> str:
+        return self.headers.get("accept", "application/json")
+
+
+@dataclass
+class Route:
+    rt: ResourceType | None
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    name: str
+    subresource: str
+    watch_path: bool = False
+
+
+class _RBACView:
+    def __init__(self, api: APIServer) -> None:
+        self.store = api.store
+
+    def get_role(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.store.get(("rbac.authorization.k8s.io", "roles"), namespace, name)
+
+    def get_cluster_role(self, name: str) -> Mapping[str, Any] | None:
+        return self.store.get(("rbac.authorization.k8s.io", "clusterroles"), "", name)
+
+    def list_role_bindings(self, namespace: str) -> list[Obj]:
+        return self.store.select(("rbac.authorization.k8s.io", "rolebindings"), namespace)
+
+    def list_cluster_role_bindings(self) -> list[Obj]:
+        return self.store.select(("rbac.authorization.k8s.io", "clusterrolebindings"))
+
+
+class App:
+    def __init__(self, api: APIServer, auth: Auth, *, logs: LogSource | None = None,
+                 bookmark_interval: float = 5.0) -> None:
+        self.api = api
+        self.auth = auth
+        self.logs = logs
+        self.faults = FaultInjector()
+        self.rbac = _RBACView(api)
+        self.bookmark_interval = bookmark_interval
+        self.stats: Counter[str] = Counter()
+        self.host = "127.0.0.1"
+        self._stopping = asyncio.Event()
+
+    def stop_streams(self) -> None:
+        self._stopping.set()
+
+    # -- ASGI entry --------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif msg["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode(), keep_blank_values=True).items()}
+        try:
+            body = await self._read_body(receive, headers)
+            req = Request(scope["method"], scope["path"], query, headers, body)
+            await self._handle(req, send, receive)
+        except StatusError as e:
+            await self._send_json(send, e.code, e.status())
+        except Exception as e:  # a bug must still answer with a Status, never drop the connection
+            log.exception("internal error on %s %s", scope.get("method"), scope.get("path"))
+            await self._send_json(send, 500, StatusError(500, f"Internal error occurred: {e}").status())
+
+    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
+        length = headers.get("content-length")
+        if length and length.isdigit() and int(length) > MAX_BODY:
+            raise StatusError(413, f"Request entity too large: limit is {MAX_BODY}")
+        chunks = []
+        size = 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                break
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise StatusError(413, f"Request entity too large: limit is {MAX_BODY}")
+            chunks.append(chunk)
+            if not msg.get("more_body"):
+                break
+        return b"".join(chunks)
+
+    async def _send_json(self, send: Send, code: int, body: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        data = json.dumps(body, separators=(",", ":")).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        if extra:
+            headers += extra
+        await send({"type": "http.response.start", "status": code, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+
+    # -- routing -----------------------------------------------------------------------------
+
+    async def _handle(self, req: Request, send: Send, receive: Receive) -> None:
+        path = req.path.rstrip("/") or "/"
+        if path in ("/healthz", "/livez", "/readyz"):
+            await self._send_text(send, 200, b"ok")
+            return
+        req.user = self._authenticate(req)
+        if path.startswith("/localkube/"):
+            await self._admin(req, send, path)
+            return
+        resource_route = self._parse_resource_path(path)
+        if resource_route is None:
+            self._authorize_path(req, path)
+            await self._non_resource(req, send, path)
+            return
+        await self._resource(req, send, receive, resource_route)
+
+    def _authenticate(self, req: Request) -> UserInfo:
+        authz = req.headers.get("authorization", "")
+        if not authz.lower().startswith("bearer "):
+            raise StatusError(401, "Unauthorized")
+        token = authz[7:].strip()
+        if secrets.compare_digest(token, self.auth.admin_token):
+            return ADMIN
+        info = self.auth.tokens.get(token)
+        if info is not None:
+            pod = self.api.store.get(("", "pods"), info.namespace, info.pod_name)
+            if pod is not None and pod["metadata"]["uid"] == info.pod_uid:
+                return UserInfo.service_account(info.namespace, info.service_account)
+        raise StatusError(401, "Unauthorized")
+
+    def _authorize_path(self, req: Request, path: str) -> None:
+        user = req.user
+        assert user is not None
+        if user is ADMIN:
+            return
+        attrs = Attributes(verb=req.method.lower(), resource_request=False, path=path)
+        allowed, reason = authorize(user, attrs, self.rbac)
+        if not allowed:
+            raise StatusError(403, forbidden_message(user, attrs, reason))
+
+    def _parse_resource_path(self, path: str) -> Route | None:
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return None
+        if parts[0] == "api" and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        if not rest:
+            return None
+        watch_path = False
+        if rest[0] == "watch":
+            watch_path = True
+            rest = rest[1:]
+        ns = ""
+        if rest and rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            ns = rest[1]
+            rest = rest[2:]
+        if not rest:
+            return None
+        resource = rest[0]
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if len(rest) > 3:
+            raise not_found("", path)
+        rt = self.api.registry.lookup(group, version, resource)
+        return Route(rt, group, version, resource, ns, name, sub, watch_path)
+
+    # -- non-resource endpoints --------------------------------------------------------------
+
+    async def _send_text(self, send: Send, code: int, data: bytes, ctype: bytes = b"text/plain; charset=utf-8") -> None:
+        await send({"type": "http.response.start", "status": code,
+                    "headers": [(b"content-type", ctype), (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.body", "body": data})
+
+    async def _non_resource(self, req: Request, send: Send, path: str) -> None:
+        reg = self.api.registry
+        self.stats[f"GET {path.split('/')[1] if '/' in path else path}"] += 1
+        if req.method != "GET":
+            raise StatusError(405, f"the server does not allow this method on the requested resource ({req.method} {path})")
+        if path == "/version":
+            await self._send_json(send, 200, discovery.VERSION_INFO)
+        elif path == "/api":
+            await self._send_json(send, 200, discovery.api_versions(self.host))
+        elif path == "/apis":
+            await self._send_json(send, 200, discovery.api_group_list(reg))
+        elif path == "/api/v1":
+            await self._send_json(send, 200, discovery.resource_list(reg, "", "v1"))
+        elif path.startswith("/apis/"):
+            parts = path.split("/")[2:]
+            if len(parts) == 1:
+                doc = discovery.api_group(reg, parts[0])
+            elif len(parts) == 2:
+                doc = discovery.resource_list(reg, parts[0], parts[1])
+            else:
+                doc = None
+            if doc is None:
+                raise StatusError(404, "the server could not find the requested resource")
+            await self._send_json(send, 200, doc)
+        elif path == "/openapi/v3":
+            await self._send_json(send, 200, discovery.openapi_v3_index(reg))
+        elif path.startswith("/openapi/v3/"):
+            parts = path[len("/openapi/v3/"):].split("/")
+            doc = None
+            if parts[0] == "api" and len(parts) == 2:
+                doc = discovery.openapi_v3_gv(reg, "", parts[1])
+            elif parts[0] == "apis" and len(parts) == 3:
+                doc = discovery.openapi_v3_gv(reg, parts[1], parts[2])
+            if doc is None:
+                raise StatusError(404, "the server could not find the requested resource")
+            await self._send_json(send, 200, doc)
+        elif path == "/openapi/v2":
+            if "protobuf" in req.accept() and "json" not in req.accept():
+                raise StatusError(406, "only application/json is served")
+            await self._send_json(send, 200, discovery.openapi_v2(reg))
+        else:
+            raise StatusError(404, "the server could not find the requested resource")
+
+    # -- admin endpoints (fault injection, statistics) ---------------------------------------
+
+    async def _admin(self, req: Request, send: Send, path: str) -> None:
+        if req.user is not ADMIN:
+            raise StatusError(403, f'forbidden: User "{req.user.name if req.user else ""}" cannot {req.method.lower()} path "{path}"')
+        if path == "/localkube/faults":
+            if req.method == "POST":
+                spec = self._json_body(req)
+                try:
+                    fid = self.faults.add(spec)
+                except ValueError as e:
+                    raise bad_request(str(e)) from e
+                await self._send_json(send, 201, {"id": fid})
+            elif req.method == "DELETE":
+                self.faults.clear()
+                await self._send_json(send, 200, {"cleared": True})
+            else:
+                await self._send_json(send, 200, {"faults": self.faults.describe()})
+        elif path == "/localkube/stats":
+            if req.method == "DELETE":
+                self.stats.clear()
+            await self._send_json(send, 200, {"requests": dict(self.stats), "resourceVersion": self.api.store.rv,
+                                              "watches": self.api.store.watcher_count})
+        else:
+            raise StatusError(404, "the server could not find the requested resource")
+
+    # -- resource endpoints ------------------------------------------------------------------
+
+    def _verb(self, req: Request, route: Route) -> str:
+        m = req.method
+        if m == "GET":
+            if route.name and not route.watch_path:
+                return "get"
+            if route.watch_path or req.query.get("watch") in ("1", "true", "True"):
+                return "watch"
+            return "list"
+        if m == "POST":
+            return "create"
+        if m == "PUT":
+            return "update"
+        if m == "PATCH":
+            return "patch"
+        if m == "DELETE":
+            return "delete" if route.name else "deletecollection"
+        raise StatusError(405, "the server does not allow this method on the requested resource")
+
+    async def _resource(self, req: Request, send: Send, receive: Receive, route: Route) -> None:
+        rt = route.rt
+        if rt is None:
+            raise StatusError(404, "the server could not find the requested resource")
+        verb = self._verb(req, route)
+        self.stats[f"{verb} {rt.resource}{'/' + route.subresource if route.subresource else ''}"] += 1
+        if route.subresource and route.subresource not in rt.subresources:
+            raise StatusError(404, "the server could not find the requested resource")
+        if route.namespace and not rt.namespaced:
+            raise StatusError(404, "the server could not find the requested resource")
+        if verb not in rt.verbs and not route.subresource:
+            raise StatusError(405, "the server does not allow this method on the requested resource")
+        if route.name and verb == "create" and not route.subresource:
+            raise StatusError(405, "the server does not allow this method on the requested resource")
+        user = req.user
+        assert user is not None
+        if user is not ADMIN:
+            attrs = Attributes(verb=verb, resource_request=True, api_group=rt.group, resource=rt.resource,
+                               subresource=route.subresource, namespace=route.namespace, name=route.name)
+            allowed, reason = authorize(user, attrs, self.rbac)
+            if not allowed:
+                raise StatusError(403, forbidden_message(user, attrs, reason),
+                                  details={"name": route.name, "group": rt.group, "kind": rt.resource})
+        await self.faults.apply(verb, rt, route.namespace, route.name, route.subresource)
+        ctx = Ctx(user=user, dry_run=req.query.get("dryRun") == "All",
+                  field_validation=self._field_validation(req))
+        if ctx.dry_run is False and req.query.get("dryRun") not in (None, "", "All"):
+            raise bad_request(f"unsupported dryRun value {req.query['dryRun']!r}; the only supported value is All")
+        ns = route.namespace if rt.namespaced else ""
+        extra: list[tuple[bytes, bytes]] = []
+        if route.subresource == "log":
+            await self._pod_log(req, send, receive, rt, ns, route.name)
+            return
+        if rt.kind == "SelfSubjectAccessReview":
+            await self._send_json(send, 201, self._access_review(user, self._json_body(req)))
+            return
+        if verb == "get":
+            obj = self.api.get(rt, ns, route.name)
+            await self._send_obj(send, req, rt, 200, obj)
+        elif verb == "list":
+            await self._list(req, send, rt, ns)
+        elif verb == "watch":
+            await self._watch(req, send, receive, rt, ns if rt.namespaced and ns else None, route)
+        elif verb == "create":
+            body = self._decode_body(req)
+            if route.subresource:
+                raise StatusError(405, "the server does not allow this method on the requested resource")
+            obj = self.api.create(rt, ns, body, ctx)
+            await self._send_obj(send, req, rt, 201, obj, self._warnings(ctx))
+        elif verb == "update":
+            body = self._decode_body(req)
+            sub = route.subresource if route.subresource in ("status", "finalize") else ""
+            obj = self.api.update(rt, ns, route.name, body, ctx, sub)
+            await self._send_obj(send, req, rt, 200, obj, self._warnings(ctx))
+        elif verb == "patch":
+            ctype = req.headers.get("content-type", "")
+            if ctype.startswith("application/apply-patch"):
+                obj, code = self._server_side_apply(req, rt, ns, route, ctx)
+                await self._send_obj(send, req, rt, code, obj, self._warnings(ctx))
+                return
+            obj = self.api.patch(rt, ns, route.name, ctype, req.body, ctx, route.subresource)
+            await self._send_obj(send, req, rt, 200, obj, self._warnings(ctx))
+        elif verb == "delete":
+            body = self._decode_body(req, allow_empty=True)
+            opts = DeleteOptions.parse(body, req.query)
+            if rt.kind == "Job" and opts.propagation is None and rt.version == "v1":
+                extra.append((b"warning", b'299 - "child pods are preserved by default when jobs are deleted; set '
+                                          b'propagationPolicy=Background to remove them or set propagationPolicy=Orphan '
+                                          b'to suppress this warning"'))
+            obj, removed = self.api.delete(rt, ns, route.name, opts, ctx)
+            await self._send_obj(send, req, rt, 200 if removed else 202 if obj["metadata"].get("finalizers") else 200,
+                                 obj, extra)
+        elif verb == "deletecollection":
+            body = self._decode_body(req, allow_empty=True)
+            opts = DeleteOptions.parse(body, req.query)
+            match = self._matcher(req, rt)
+            items = self.api.delete_collection(rt, ns or None, match, opts, ctx)
+            await self._send_json(send, 200, self._list_body(rt, items, None))
+
+    def _field_validation(self, req: Request) -> str:
+        fv = req.query.get("fieldValidation", "Warn") or "Warn"
+        if fv not in ("Strict", "Warn", "Ignore"):
+            raise bad_request(f'fieldValidation parameter unsupported: {fv}. Must be one of "Ignore", "Warn", "Strict"')
+        return fv
+
+    @staticmethod
+    def _warnings(ctx: Ctx) -> list[tuple[bytes, bytes]]:
+        return [(b"warning", f'299 - "{w}"'.encode()) for w in ctx.warnings]
+
+    def _json_body(self, req: Request) -> Any:
+        try:
+            return json.loads(req.body or b"{}")
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise bad_request(f"couldn't get version/kind; json parse error: {e}") from e
+
+    def _decode_body(self, req: Request, allow_empty: bool = False) -> Any:
+        if not req.body.strip():
+            if allow_empty:
+                return None
+            raise bad_request("the body of the request was empty")
+        ctype = req.headers.get("content-type", "application/json").split(";")[0].strip()
+        if ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
+            try:
+                return yaml.safe_load(req.body)
+            except yaml.YAMLError as e:
+                raise bad_request(f"error converting YAML to JSON: {e}") from e
+        if ctype not in ("application/json", "", "*/*"):
+            raise StatusError(415, "the body of the request was in an unknown format - accepted media types include: "
+                                   "application/json, application/yaml")
+        try:
+            return json.loads(req.body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise bad_request(f"couldn't get version/kind; json parse error: {e}") from e
+
+    def _server_side_apply(self, req: Request, rt: ResourceType, ns: str, route: Route, ctx: Ctx) -> tuple[Obj, int]:
+        """Apply without field ownership: creates when absent, otherwise merges (see README)."""
+        try:
+            body = yaml.safe_load(req.body)
+        except yaml.YAMLError as e:
+            raise bad_request(f"error decoding YAML: {e}") from e
+        if not isinstance(body, dict):
+            raise bad_request("apply patch body must be an object")
+        if not req.query.get("fieldManager"):
+            raise bad_request("PATCH requests with apply content type must specify a fieldManager")
+        if self.api.find(rt, ns, route.name) is None:
+            body.setdefault("metadata", {})["name"] = route.name
+            return self.api.create(rt, ns, body, ctx), 201
+        ctype = "application/merge-patch+json" if rt.is_custom else "application/strategic-merge-patch+json"
+        return self.api.patch(rt, ns, route.name, ctype, json.dumps(body).encode(), ctx, route.subresource), 200
+
+    def _wants_table(self, req: Request) -> bool:
+        return "as=Table" in req.accept()
+
+    async def _send_obj(self, send: Send, req: Request, rt: ResourceType, code: int, obj: Obj,
+                        extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        if self._wants_table(req) and req.method == "GET":
+            body = tables.to_table(rt, [obj], include=req.query.get("includeObject", "Metadata"),
+                                   resource_version=obj["metadata"].get("resourceVersion", ""))
+            await self._send_json(send, code, body, extra)
+            return
+        await self._send_json(send, code, obj, extra)
+
+    # -- list --------------------------------------------------------------------------------
+
+    def _matcher(self, req: Request, rt: ResourceType) -> Callable[[Obj], bool]:
+        try:
+            lsel = parse_label_selector(req.query.get("labelSelector", ""))
+            fsel = parse_field_selector(req.query.get("fieldSelector", ""), supported_fields(rt.kind))
+        except SelectorError as e:
+            raise bad_request(str(e)) from e
+        kind = rt.kind
+
+        def match(obj: Obj) -> bool:
+            if not lsel.matches(obj.get("metadata", {}).get("labels") or {}):
+                return False
+            return fsel.matches(object_fields(obj, kind))
+
+        return match
+
+    def _list_body(self, rt: ResourceType, items: list[Obj], cont: str | None, remaining: int | None = None) -> Obj:
+        md: Obj = {"resourceVersion": str(self.api.store.rv)}
+        if cont:
+            md["continue"] = cont
+        if remaining:
+            md["remainingItemCount"] = remaining
+        return {"kind": rt.kind + "List", "apiVersion": rt.group_version, "metadata": md, "items": items}
+
+    async def _list(self, req: Request, send: Send, rt: ResourceType, ns: str) -> None:
+        match = self._matcher(req, rt)
+        items = [o for o in self.api.list_objects(rt, ns or None) if match(o)]
+        limit_s = req.query.get("limit", "")
+        cont_in = req.query.get("continue", "")
+        start_after: tuple[str, str] | None = None
+        if cont_in:
+            try:
+                tok = json.loads(base64.urlsafe_b64decode(cont_in + "=" * (-len(cont_in) % 4)))
+                start_after = (tok["ns"], tok["name"])
+            except Exception as e:
+                raise bad_request(f"continue key is not valid: {e}") from e
+            items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start_after]
+        cont = None
+        remaining = None
+        if limit_s:
+            try:
+                limit = int(limit_s)
+            except ValueError as e:
+                raise bad_request(f"invalid limit {limit_s!r}") from e
+            if limit > 0 and len(items) > limit:
+                remaining = len(items) - limit
+                items = items[:limit]
+                last = items[-1]["metadata"]
+                cont = base64.urlsafe_b64encode(json.dumps(
+                    {"ns": last.get("namespace", ""), "name": last["name"], "rv": self.api.store.rv}).encode()
+                ).decode().rstrip("=")
+        if self._wants_table(req):
+            body = tables.to_table(rt, items, include=req.query.get("includeObject", "Metadata"),
+                                   resource_version=str(self.api.store.rv), cont=cont)
+            await self._send_json(send, 200, body)
+            return
+        await self._send_json(send, 200, self._list_body(rt, items, cont, remaining))
+
+    # -- watch -------------------------------------------------------------------------------
+
+    async def _watch(self, req: Request, send: Send, receive: Receive, rt: ResourceType, ns: str | None,
+                     route: Route) -> None:
+        match = self._matcher(req, rt)
+        if route.name:  # /watch/namespaces/x/pods/name (deprecated form)
+            name = route.name
+            inner = match
+
+            def match(obj: Obj) -> bool:
+                return obj["metadata"]["name"] == name and inner(obj)
+
+        rv_s = req.query.get("resourceVersion", "")
+        try:
+            timeout = float(req.query.get("timeoutSeconds") or 1800)
+        except ValueError as e:
+            raise bad_request("invalid timeoutSeconds") from e
+        bookmarks = req.query.get("allowWatchBookmarks") in ("true", "1")
+        send_initial = req.query.get("sendInitialEvents") == "true"
+        table = self._wants_table(req)
+        include = req.query.get("includeObject", "Metadata")
+        store = self.api.store
+        initial: list[Event] = []
+        if rv_s in ("", "0") or send_initial:
+            since = store.rv
+            watcher, backlog = store.open_watch(rt.key, ns, since)
+            initial = [Event(object_rv(o), ADDED, rt.key, o) for o in store.select(rt.key, ns)]
+        else:
+            try:
+                since = int(rv_s)
+            except ValueError as e:
+                raise bad_request(f"invalid resource version: {rv_s!r}") from e
+            try:
+                watcher, backlog = store.open_watch(rt.key, ns, since)
+            except Expired as e:
+                await self._stream_start(send)
+                status = StatusError(410, f"too old resource version: {e.requested} ({e.oldest})", reason="Expired")
+                await self._stream_send(send, {"type": "ERROR", "object": status.status()})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+        disconnected = asyncio.Event()
+
+        async def wait_disconnect() -> None:
+            while True:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    disconnected.set()
+                    return
+
+        watcher_task = asyncio.create_task(wait_disconnect())
+        try:
+            await self._stream_start(send)
+            for ev in initial:
+                if match(ev.obj):
+                    await self._stream_send(send, self._event_body(rt, ev.type, ev.obj, table, include))
+            if send_initial and bookmarks:
+                await self._stream_send(send, self._bookmark(rt, str(since), initial_end=True))
+            for ev in backlog:
+                await self._deliver(send, rt, ev, match, table, include)
+            deadline = time.monotonic() + timeout
+            while not disconnected.is_set() and not self._stopping.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                wait = min(remaining, self.bookmark_interval) if bookmarks else remaining
+                try:
+                    item = await asyncio.wait_for(watcher.queue.get(), timeout=min(wait, 1.0))
+                except TimeoutError:
+                    if bookmarks and time.monotonic() - getattr(watcher, "_last", 0) >= self.bookmark_interval:
+                        watcher._last = time.monotonic()  # type: ignore[attr-defined]
+                        await self._stream_send(send, self._bookmark(rt, str(store.rv)))
+                    continue
+                if item is None:
+                    break
+                await self._deliver(send, rt, item, match, table, include)
+            if bookmarks and not disconnected.is_set():
+                await self._stream_send(send, self._bookmark(rt, str(store.rv)))
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            pass
+        finally:
+            store.close_watch(watcher)
+            watcher_task.cancel()
+
+    async def _deliver(self, send: Send, rt: ResourceType, ev: Event, match: Callable[[Obj], bool],
+                       table: bool, include: str) -> None:
+        now_match = match(ev.obj)
+        was_match = ev.old is not None and match(ev.old)
+        if ev.type == DELETED:
+            if now_match or was_match:
+                await self._stream_send(send, self._event_body(rt, DELETED, ev.obj, table, include))
+            return
+        if ev.type == ADDED or ev.old is None:
+            if now_match:
+                await self._stream_send(send, self._event_body(rt, ADDED, ev.obj, table, include))
+            return
+        if now_match and was_match:
+            typ = "MODIFIED"
+        elif now_match:
+            typ = ADDED
+        elif was_match:
+            typ = DELETED
+        else:
+            return
+        await self._stream_send(send, self._event_body(rt, typ, ev.obj, table, include))
+
+    def _event_body(self, rt: ResourceType, typ: str, obj: Obj, table: bool, include: str) -> Obj:
+        o = self.api._present(rt, obj)
+        if table:
+            return {"type": typ, "object": tables.to_table(rt, [o], include=include,
+                                                           resource_version=o["metadata"]["resourceVersion"])}
+        return {"type": typ, "object": o}
+
+    def _bookmark(self, rt: ResourceType, rv: str, initial_end: bool = False) -> Obj:
+        md: Obj = {"resourceVersion": rv}
+        if initial_end:
+            md["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return {"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": md}}
+
+    async def _stream_start(self, send: Send, ctype: bytes = b"application/json") -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", ctype), (b"transfer-encoding", b"chunked"),
+                                (b"cache-control", b"no-cache, private")]})
+
+    async def _stream_send(self, send: Send, obj: Obj) -> None:
+        await send({"type": "http.response.body", "body": json.dumps(obj, separators=(",", ":")).encode() + b"\n",
+                    "more_body": True})
+
+    # -- pod logs ----------------------------------------------------------------------------
+
+    async def _pod_log(self, req: Request, send: Send, receive: Receive, rt: ResourceType, ns: str, name: str) -> None:
+        if req.method != "GET":
+            raise StatusError(405, "the server does not allow this method on the requested resource")
+        pod = self.api.get(rt, ns, name)
+        spec = pod.get("spec") or {}
+        containers = [c["name"] for c in spec.get("containers") or []]
+        inits = [c["name"] for c in spec.get("initContainers") or []]
+        container = req.query.get("container", "")
+        if not container:
+            if len(containers) == 1:
+                container = containers[0]
+            else:
+                msg = (f"a container name must be specified for pod {name}, choose one of: "
+                       f"[{' '.join(containers)}]")
+                if inits:
+                    msg += f" or one of the init containers: [{' '.join(inits)}]"
+                raise bad_request(msg)
+        if container not in containers + inits:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        if self.logs is None:
+            raise StatusError(503, "no kubelet is running")
+        previous = req.query.get("previous") in ("true", "1")
+        self.logs.check(pod, container, previous)
+
+        def int_param(key: str) -> int | None:
+            v = req.query.get(key)
+            if v in (None, ""):
+                return None
+            try:
+                return int(v)
+            except ValueError as e:
+                raise bad_request(f"invalid {key}: {v!r}") from e
+
+        follow = req.query.get("follow") in ("true", "1")
+        disconnected = asyncio.Event()
+
+        async def wait_disconnect() -> None:
+            while True:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    disconnected.set()
+                    return
+
+        task = asyncio.create_task(wait_disconnect())
+        try:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/plain"), (b"transfer-encoding", b"chunked")]})
+            async for chunk in self.logs.stream(
+                pod, container, follow=follow, tail=int_param("tailLines"),
+                timestamps=req.query.get("timestamps") in ("true", "1"),
+                since_seconds=int_param("sinceSeconds"), limit_bytes=int_param("limitBytes"),
+                disconnected=disconnected,
+            ):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            task.cancel()
+
+    # -- authorization reviews ----------------------------------------------------------------
+
+    def _access_review(self, user: UserInfo, body: Any) -> Obj:
+        if not isinstance(body, dict):
+            raise bad_request("body must be a SelfSubjectAccessReview")
+        spec = body.get("spec") or {}
+        ra = spec.get("resourceAttributes")
+        nra = spec.get("nonResourceAttributes")
+        if ra:
+            attrs = Attributes(verb=ra.get("verb", ""), resource_request=True, api_group=ra.get("group", ""),
+                               resource=ra.get("resource", ""), subresource=ra.get("subresource", ""),
+                               namespace=ra.get("namespace", ""), name=ra.get("name", ""))
+        elif nra:
+            attrs = Attributes(verb=nra.get("verb", ""), resource_request=False, path=nra.get("path", ""))
+        else:
+            raise StatusError(422, "SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes: "
+                                   "Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified")
+        allowed, reason = (True, "admin") if user is ADMIN else authorize(user, attrs, self.rbac)
+        return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": spec,
+                "status": {"allowed": allowed, **({"reason": reason} if reason else {})}}
