@@ -1,0 +1,55 @@
+"""Shared fixtures: one localkube for the session, a fresh namespace per test, kubectl."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from localkube.testing import Handle, running_localkube
+
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="session")
+def localkube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Handle]:
+    with running_localkube(tmp_path_factory.mktemp("localkube"), job_backoff_seconds=0.2,
+                           bookmark_interval=0.5) as lk:
+        yield lk
+
+
+@pytest.fixture
+def kube(localkube: Handle) -> Iterator[client.ApiClient]:
+    api = config.new_client_from_config(str(localkube.kubeconfig))
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def namespace(kube: client.ApiClient) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(kube)
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})  # type: ignore[arg-type]
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def kubectl(localkube: Handle, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    """Runs the real kubectl against localkube; returns the CompletedProcess (check=False)."""
+    cache = tmp_path_factory.mktemp("kubectl-cache")
+    env = {**os.environ, "KUBECONFIG": str(localkube.kubeconfig), "HOME": str(cache)}
+
+    def run(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([KUBECTL, *args], env=env, input=input, capture_output=True, text=True,
+                              timeout=timeout)
+
+    return run
