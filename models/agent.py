@@ -1,0 +1,131 @@
+"""The `Agent` resource (legacy kind `SympoziumInstance`), normalised into one profile.
+
+Two shapes exist in the wild (SPEC §1.1): the current one keeps defaults under
+`spec.agents.default` with `spec.authRefs`; the legacy one has `spec.provider{name, model,
+apiKeySecret, baseURL}` and `spec.policy`. Both become the same `AgentProfile`, which is all
+the rest of the system ever reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from .agentrun import EnvVar, Lifecycle, ModelSpec, SkillRef
+from .base import FieldProblem, K8sModel, parse
+
+
+class AuthRef(K8sModel):
+    provider: str = ""
+    secret: str = ""
+
+
+class Subagents(K8sModel):
+    max_depth: int = 2
+    max_concurrent: int = 5
+    max_children_per_agent: int = 3
+
+
+class AgentDefaults(K8sModel):
+    model: str = ""
+    base_url: str = Field("", alias="baseURL")
+    thinking: str = ""
+    run_timeout: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    lifecycle: Lifecycle | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    subagents: Subagents = Field(default_factory=Subagents)
+    image: str = ""
+    # Run-history limit per Agent (SPEC §6; default 50 when unset).
+    run_history_limit: int | None = None
+
+
+class AgentsBlock(K8sModel):
+    default: AgentDefaults = Field(default_factory=AgentDefaults)
+
+
+class LegacyProvider(K8sModel):
+    name: str = ""
+    model: str = ""
+    api_key_secret: str = ""
+    base_url: str = Field("", alias="baseURL")
+
+
+class AgentSpec(K8sModel):
+    agents: AgentsBlock | None = None
+    auth_refs: list[AuthRef] = Field(default_factory=list)
+    skills: list[Any] = Field(default_factory=list)
+    policy_ref: str = ""
+    system_prompt: str = ""
+    # legacy shape
+    provider: LegacyProvider | None = None
+    policy: Any = None
+
+
+class AgentProfile(K8sModel):
+    """What a run inherits from its Agent, whatever shape the Agent was written in."""
+
+    name: str
+    namespace: str
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    run_timeout: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    lifecycle: Lifecycle | None = None
+    skills: list[SkillRef] = Field(default_factory=list)
+    policy_ref: str = ""
+    system_prompt: str = ""
+    subagents: Subagents = Field(default_factory=Subagents)
+    auth_refs: list[AuthRef] = Field(default_factory=list)
+    image: str = ""
+    run_history_limit: int | None = None
+    hook_env: list[EnvVar] = Field(default_factory=list)
+
+
+def _skills(raw: list[Any], prefix: str) -> list[SkillRef]:
+    out = []
+    for i, s in enumerate(raw):
+        if isinstance(s, str):
+            out.append(SkillRef(skill_pack_ref=s))
+        elif isinstance(s, dict):
+            out.append(parse(SkillRef, s, f"{prefix}[{i}]"))
+        else:
+            raise FieldProblem(f"{prefix}[{i}]", "must be a skill name or {skillPackRef: ...}")
+    return out
+
+
+def normalize_agent(obj: dict[str, Any]) -> AgentProfile:
+    """An Agent or SympoziumInstance object (any shape) as an AgentProfile; FieldProblem if malformed."""
+    meta = obj.get("metadata") or {}
+    spec = parse(AgentSpec, obj.get("spec") or {}, "spec")
+    d = spec.agents.default if spec.agents else AgentDefaults()
+    provider = spec.auth_refs[0].provider if spec.auth_refs else ""
+    secret = spec.auth_refs[0].secret if spec.auth_refs else ""
+    model = ModelSpec(provider=provider, model=d.model, base_url=d.base_url, thinking=d.thinking,
+                      auth_secret_ref=secret, node_selector=dict(d.node_selector))
+    policy_ref = spec.policy_ref
+    if spec.provider is not None:  # legacy shape fills what the current shape leaves empty
+        lp = spec.provider
+        model.provider = model.provider or lp.name
+        model.model = model.model or lp.model
+        model.base_url = model.base_url or lp.base_url
+        model.auth_secret_ref = model.auth_secret_ref or lp.api_key_secret
+    if not policy_ref and isinstance(spec.policy, str):
+        policy_ref = spec.policy
+    elif not policy_ref and isinstance(spec.policy, dict):
+        policy_ref = str(spec.policy.get("name") or spec.policy.get("policyRef") or "")
+    return AgentProfile(
+        name=str(meta.get("name", "")),
+        namespace=str(meta.get("namespace", "")),
+        model=model,
+        run_timeout=d.run_timeout,
+        env=dict(d.env),
+        lifecycle=d.lifecycle,
+        skills=_skills(spec.skills, "spec.skills"),
+        policy_ref=policy_ref,
+        system_prompt=spec.system_prompt,
+        subagents=d.subagents,
+        auth_refs=list(spec.auth_refs),
+        image=d.image,
+        run_history_limit=d.run_history_limit,
+    )

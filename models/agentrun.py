@@ -1,0 +1,165 @@
+"""The `AgentRun` resource (sympozium.ai/v1alpha1): spec, lifecycle hooks, status.
+
+Field names and aliases follow Sympozium so existing YAML keeps working (`instanceRef` for
+`agentRef`, `input` for `task`, `model.name` for `model.model`). See SPEC §1.2-1.3.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field
+
+from .base import K8sModel
+
+PHASES = ("Pending", "Running", "PostRunning", "Succeeded", "Failed", "Skipped")
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Skipped"})
+
+
+class SecretKeyRef(K8sModel):
+    name: str
+    key: str
+    optional: bool | None = None
+
+
+class EnvVarSource(K8sModel):
+    secret_key_ref: SecretKeyRef | None = None
+
+
+class EnvVar(K8sModel):
+    name: str
+    value: str | None = None
+    value_from: EnvVarSource | None = None
+
+
+class LifecycleHook(K8sModel):
+    name: str
+    image: str
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    command: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
+    timeout: str | None = None
+    gate: bool = False
+
+
+class RBACRule(K8sModel):
+    api_groups: list[str]
+    resources: list[str]
+    verbs: list[str]
+    resource_names: list[str] = Field(default_factory=list)
+
+
+class Lifecycle(K8sModel):
+    pre_run: list[LifecycleHook] = Field(default_factory=list)
+    post_run: list[LifecycleHook] = Field(default_factory=list)
+    rbac: list[RBACRule] = Field(default_factory=list)
+    gate_default: Literal["block", "allow"] = "block"
+    # New: bounds the wait for a verdict, measured from when the gate starts (SPEC §4).
+    gate_timeout: str | None = None
+    # New: size of the run's workspace PVC (SPEC §3.3 "1Gi (overridable)").
+    workspace_size: str | None = None
+
+
+class ModelSpec(K8sModel):
+    provider: str = ""
+    model: str = Field("", validation_alias=AliasChoices("model", "name"), serialization_alias="model")
+    base_url: str = Field("", alias="baseURL")
+    thinking: str = ""
+    auth_secret_ref: str = ""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+
+class ToolPolicy(K8sModel):
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+
+class SkillRef(K8sModel):
+    skill_pack_ref: str = ""
+    config_map_ref: str = ""
+    params: dict[str, str] = Field(default_factory=dict)
+
+
+class ParentRef(K8sModel):
+    run_name: str = ""
+    session_key: str = ""
+    spawn_depth: int = 0
+
+
+class SandboxSpec(K8sModel):
+    enabled: bool = False
+    image: str = ""
+    runtime_class: str = ""
+    resources: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentSandboxSpec(K8sModel):
+    enabled: bool = False
+    runtime_class: str = ""
+    warm_pool_ref: str = ""
+
+
+class AgentRunSpec(K8sModel):
+    agent_ref: str = Field("", validation_alias=AliasChoices("agentRef", "instanceRef", "agent_ref"),
+                           serialization_alias="agentRef")
+    # Kept loose here so a non-string task reaches validation and fails the run with a clear message.
+    task: Any = Field(None, validation_alias=AliasChoices("task", "input"), serialization_alias="task")
+    agent_id: str = ""
+    session_key: str = ""
+    system_prompt: str = ""
+    model: ModelSpec | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout: str | None = None
+    lifecycle: Lifecycle | None = None
+    tool_policy: ToolPolicy | None = None
+    skills: list[SkillRef] = Field(default_factory=list)
+    sandbox: SandboxSpec | None = None
+    agent_sandbox: AgentSandboxSpec | None = None
+    parent: ParentRef | None = None
+    cleanup: Literal["delete", "keep"] = "delete"
+    mode: Literal["task", "server"] = "task"
+    image: str = ""
+
+
+class TokenUsage(K8sModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    tool_calls: int = 0
+    duration_ms: int = 0
+
+
+class GateStatus(K8sModel):
+    state: Literal["pending", "decided"] = "pending"
+    requested_at: str | None = None
+    decided_at: str | None = None
+    decided_by: str | None = None
+    reason: str | None = None
+
+
+class Condition(K8sModel):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+class AgentRunStatus(K8sModel):
+    phase: str | None = None
+    started_at: str | None = None
+    completed_at: str | None = None
+    job_name: str | None = None
+    pod_name: str | None = None
+    post_run_job_name: str | None = None
+    result: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    token_usage: TokenUsage | None = None
+    gate_verdict: str | None = None
+    gate: GateStatus | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    workflow_id: str | None = None
+    observed_generation: int | None = None

@@ -1,0 +1,240 @@
+"""Resolving a run against its Agent (SPEC §1.2) and validating the result (SPEC §3.1).
+
+Pure functions: the workflow's input is `ResolvedRun`, computed once when the workflow
+starts, so later edits of the Agent never change a run in flight. Every problem is a
+`FieldProblem` naming the field, which becomes the run's `Failed` message.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .agent import AgentProfile
+from .agentrun import (
+    AgentRunSpec,
+    AgentSandboxSpec,
+    EnvVar,
+    LifecycleHook,
+    ModelSpec,
+    ParentRef,
+    RBACRule,
+    SandboxSpec,
+    SkillRef,
+    ToolPolicy,
+)
+from .base import FieldProblem, K8sModel, parse
+from .duration import parse_duration
+from .policy import ALWAYS_DENIED_ENV, PolicyRules
+
+DEFAULT_RUN_TIMEOUT = "10m"
+DEFAULT_HOOK_TIMEOUT = "5m"
+DEFAULT_GATE_TIMEOUT = "10m"
+DEFAULT_WORKSPACE_SIZE = "1Gi"
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+
+
+class ResolvedHook(K8sModel):
+    name: str
+    image: str
+    image_pull_policy: str | None = None
+    command: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
+    timeout_seconds: int
+    gate: bool = False
+
+
+class RunRef(K8sModel):
+    """Identity of the run object; the workflow ID is derived from it."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 1
+
+
+class ResolvedRun(K8sModel):
+    ref: RunRef
+    agent: str
+    task: str
+    agent_id: str
+    session_key: str
+    system_prompt: str
+    model: ModelSpec
+    env: dict[str, str]
+    timeout_seconds: int
+    pre_run: list[ResolvedHook] = Field(default_factory=list)
+    post_run: list[ResolvedHook] = Field(default_factory=list)
+    rbac: list[RBACRule] = Field(default_factory=list)
+    gate_default: Literal["block", "allow"] = "block"
+    gate_timeout_seconds: int
+    workspace_size: str = DEFAULT_WORKSPACE_SIZE
+    tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
+    skills: list[SkillRef] = Field(default_factory=list)
+    sandbox: SandboxSpec | None = None
+    agent_sandbox: AgentSandboxSpec | None = None
+    parent: ParentRef | None = None
+    cleanup: Literal["delete", "keep"] = "delete"
+    image: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def has_hooks(self) -> bool:
+        return bool(self.pre_run or self.post_run)
+
+    @property
+    def gate_hook(self) -> ResolvedHook | None:
+        return next((h for h in self.post_run if h.gate), None)
+
+
+def _seconds(value: str | None, default: str, field: str) -> int:
+    text = value if value not in (None, "") else default
+    try:
+        d = parse_duration(str(text))
+    except ValueError as e:
+        raise FieldProblem(field, str(e)) from None
+    if d.total_seconds() <= 0:
+        raise FieldProblem(field, f"must be a positive duration, got {text!r}")
+    return max(1, round(d.total_seconds()))
+
+
+def _hooks(hooks: list[LifecycleHook], field: str, *, allow_gate: bool) -> list[ResolvedHook]:
+    out: list[ResolvedHook] = []
+    seen: set[str] = set()
+    gates = [h.name for h in hooks if h.gate]
+    if gates and not allow_gate:
+        i = next(i for i, h in enumerate(hooks) if h.gate)
+        raise FieldProblem(f"{field}[{i}].gate",
+                           f'gate: true is only valid on postRun hooks, not preRun (hook "{hooks[i].name}")')
+    if len(gates) > 1:
+        raise FieldProblem(field, f"at most one postRun hook may set gate: true, found {len(gates)}")
+    for i, h in enumerate(hooks):
+        if not DNS_LABEL.match(h.name) or len(h.name) > 58:
+            raise FieldProblem(f"{field}[{i}].name",
+                               f"{h.name!r} must be a DNS label (lower case letters, digits, '-') of at most 58 "
+                               "characters")
+        if h.name in seen:
+            raise FieldProblem(f"{field}[{i}].name", f"duplicate hook name {h.name!r}")
+        seen.add(h.name)
+        if not h.image:
+            raise FieldProblem(f"{field}[{i}].image", "required")
+        for j, e in enumerate(h.env):
+            if (e.value is None) == (e.value_from is None):
+                raise FieldProblem(f"{field}[{i}].env[{j}]", "exactly one of value or valueFrom must be set")
+            if e.value_from is not None and e.value_from.secret_key_ref is None:
+                raise FieldProblem(f"{field}[{i}].env[{j}].valueFrom", "only secretKeyRef is supported")
+        out.append(ResolvedHook(
+            name=h.name, image=h.image, image_pull_policy=h.image_pull_policy, command=list(h.command),
+            args=list(h.args), env=list(h.env), gate=h.gate,
+            timeout_seconds=_seconds(h.timeout, DEFAULT_HOOK_TIMEOUT, f"{field}[{i}].timeout"),
+        ))
+    return out
+
+
+def resolve_run(
+    obj: dict[str, Any],
+    agent: AgentProfile,
+    *,
+    default_image: str,
+    policy: PolicyRules | None = None,
+) -> ResolvedRun:
+    """Merge the run's spec with its Agent's defaults and validate; raises FieldProblem."""
+    meta = obj.get("metadata") or {}
+    spec = parse(AgentRunSpec, obj.get("spec") or {}, "spec")
+    if spec.mode != "task":
+        raise FieldProblem("spec.mode", f'mode "{spec.mode}" is not supported (only "task")')
+    task = spec.task
+    if task is None or (isinstance(task, str) and not task.strip()):
+        raise FieldProblem("spec.task", "required: a non-empty string prompt")
+    if not isinstance(task, str):
+        raise FieldProblem("spec.task", f"must be a string prompt, got {type(task).__name__}")
+    lifecycle = spec.lifecycle or agent.lifecycle
+    pre = _hooks(lifecycle.pre_run if lifecycle else [], "spec.lifecycle.preRun", allow_gate=False)
+    post = _hooks(lifecycle.post_run if lifecycle else [], "spec.lifecycle.postRun", allow_gate=True)
+    env = dict(spec.env or agent.env)  # the run's field, else the Agent's (SPEC §1.2)
+    denied = set(policy.denied_env) if policy else set(ALWAYS_DENIED_ENV)
+    for key in sorted(env):
+        if not ENV_KEY.match(key):
+            raise FieldProblem(f"spec.env.{key}", "must be a C identifier (letters, digits, '_'; not starting with a digit)")
+        if key in denied:
+            raise FieldProblem(f"spec.env.{key}", f"setting {key} is not allowed")
+    model = agent.model.model_copy(deep=True)
+    if spec.model is not None:
+        for name in ("provider", "model", "base_url", "thinking", "auth_secret_ref"):
+            value = getattr(spec.model, name)
+            if value:
+                setattr(model, name, value)
+        if spec.model.node_selector:
+            model.node_selector = dict(spec.model.node_selector)
+    workspace_size = (lifecycle.workspace_size if lifecycle else None) or DEFAULT_WORKSPACE_SIZE
+    if not QUANTITY.match(workspace_size):
+        raise FieldProblem("spec.lifecycle.workspaceSize", f"{workspace_size!r} is not a storage quantity like 1Gi")
+    resolved = ResolvedRun(
+        ref=RunRef(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
+                   uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 1)),
+        agent=spec.agent_ref,
+        task=task,
+        agent_id=spec.agent_id or "primary",
+        session_key=spec.session_key or f"session-{meta.get('uid', '')[:8]}",
+        system_prompt=spec.system_prompt or agent.system_prompt,
+        model=model,
+        env=dict(sorted(env.items())),
+        timeout_seconds=_seconds(spec.timeout or agent.run_timeout, DEFAULT_RUN_TIMEOUT,
+                                 "spec.timeout" if spec.timeout else "agent runTimeout"),
+        pre_run=pre,
+        post_run=post,
+        rbac=list(lifecycle.rbac) if lifecycle else [],
+        gate_default=lifecycle.gate_default if lifecycle else "block",
+        gate_timeout_seconds=_seconds(lifecycle.gate_timeout if lifecycle else None, DEFAULT_GATE_TIMEOUT,
+                                      "spec.lifecycle.gateTimeout"),
+        workspace_size=workspace_size,
+        tool_policy=spec.tool_policy or ToolPolicy(),
+        skills=spec.skills or agent.skills,
+        sandbox=spec.sandbox,
+        agent_sandbox=spec.agent_sandbox,
+        parent=spec.parent,
+        cleanup=spec.cleanup,
+        image=spec.image or agent.image or default_image,
+        labels=dict(meta.get("labels") or {}),
+    )
+    if policy is not None:
+        check_policy(resolved, policy)
+    return resolved
+
+
+def check_policy(run: ResolvedRun, policy: PolicyRules) -> None:
+    """The SympoziumPolicy rules that refuse a run outright (SPEC §1.5)."""
+    where = f'policy "{policy.name}"'
+    for i, tool in enumerate(run.tool_policy.allow):
+        if tool in policy.denied_tools:
+            raise FieldProblem(f"spec.toolPolicy.allow[{i}]", f'tool "{tool}" is denied by {where}')
+    if policy.sandbox_required and not (run.sandbox and run.sandbox.enabled):
+        raise FieldProblem("spec.sandbox.enabled", f"a sandbox is required by {where}")
+    if policy.agent_sandbox_required and not (run.agent_sandbox and run.agent_sandbox.enabled):
+        raise FieldProblem("spec.agentSandbox.enabled", f"an agent sandbox is required by {where}")
+    if run.agent_sandbox and run.agent_sandbox.enabled and policy.allowed_runtime_classes \
+            and run.agent_sandbox.runtime_class not in policy.allowed_runtime_classes:
+        raise FieldProblem("spec.agentSandbox.runtimeClass",
+                           f'runtime class "{run.agent_sandbox.runtime_class}" is not allowed by {where}')
+    if policy.max_depth is not None and run.parent and run.parent.spawn_depth > policy.max_depth:
+        raise FieldProblem("spec.parent.spawnDepth",
+                           f"sub-agent depth {run.parent.spawn_depth} exceeds max {policy.max_depth} of {where}")
+    if policy.allowed_registries:
+        for kind, hooks in (("preRun", run.pre_run), ("postRun", run.post_run)):
+            for i, h in enumerate(hooks):
+                if not any(h.image.startswith(p) for p in policy.allowed_registries):
+                    raise FieldProblem(f"spec.lifecycle.{kind}[{i}].image",
+                                       f'image "{h.image}" is not from a registry allowed by {where}')
+        if run.sandbox and run.sandbox.enabled and run.sandbox.image and not any(
+                run.sandbox.image.startswith(p) for p in policy.allowed_registries):
+            raise FieldProblem("spec.sandbox.image", f'image "{run.sandbox.image}" is not allowed by {where}')
+    for i, rule in enumerate(run.rbac):
+        for r in rule.resources:
+            if r in policy.denied_resources or r.split("/")[0] in policy.denied_resources:
+                raise FieldProblem(f"spec.lifecycle.rbac[{i}].resources",
+                                   f'lifecycle RBAC requests access to denied resource "{r}" ({where})')

@@ -1,0 +1,113 @@
+from typing import Any
+
+import pytest
+
+from models.agent import normalize_agent
+from models.base import FieldProblem
+from models.policy import normalize_policy
+from models.resolve import resolve_run
+
+AGENT = normalize_agent({
+    "metadata": {"name": "helper", "namespace": "ns"},
+    "spec": {
+        "agents": {"default": {
+            "model": "gpt-4o", "runTimeout": "15m", "env": {"FROM_AGENT": "1"},
+            "lifecycle": {"postRun": [{"name": "report", "image": "busybox:1.36"}], "gateDefault": "allow"},
+        }},
+        "authRefs": [{"provider": "openai", "secret": "key"}],
+        "systemPrompt": "agent prompt",
+    },
+})
+
+
+def run(spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "r1", "namespace": "ns", "uid": "0123456789abcdef", **meta},
+            "spec": {"agentRef": "helper", "task": "hello", **spec}}
+
+
+def test_run_inherits_the_agents_defaults_when_it_sets_none() -> None:
+    r = resolve_run(run({}), AGENT, default_image="agent:latest")
+    assert r.task == "hello" and r.agent == "helper"
+    assert r.timeout_seconds == 900 and r.env == {"FROM_AGENT": "1"}
+    assert r.system_prompt == "agent prompt" and r.model.model == "gpt-4o" and r.model.provider == "openai"
+    assert [h.name for h in r.post_run] == ["report"] and r.gate_default == "allow"
+    assert r.agent_id == "primary" and r.session_key.startswith("session-")
+    assert r.image == "agent:latest" and r.gate_timeout_seconds == 600 and r.workspace_size == "1Gi"
+    assert r.post_run[0].timeout_seconds == 300
+
+
+def test_run_fields_override_the_agents() -> None:
+    r = resolve_run(run({
+        "timeout": "30s", "env": {"B": "2", "A": "1"}, "systemPrompt": "mine",
+        "model": {"name": "small", "baseURL": "http://local"}, "lifecycle": {"gateTimeout": "24h"},
+        "instanceRef": "ignored-because-agentRef-wins",
+    }), AGENT, default_image="x")
+    assert r.timeout_seconds == 30 and list(r.env) == ["A", "B"]
+    assert r.system_prompt == "mine" and r.model.model == "small" and r.model.base_url == "http://local"
+    assert r.model.provider == "openai"
+    assert r.post_run == [] and r.gate_timeout_seconds == 86400 and r.gate_default == "block"
+
+
+def test_aliases_instance_ref_and_input_are_accepted() -> None:
+    obj = {"metadata": {"name": "r", "namespace": "ns", "uid": "u"}, "spec": {"instanceRef": "helper", "input": "hi"}}
+    r = resolve_run(obj, AGENT, default_image="x")
+    assert r.agent == "helper" and r.task == "hi"
+
+
+def test_the_resolved_spec_does_not_change_when_the_agent_object_changes_afterwards() -> None:
+    agent = AGENT.model_copy(deep=True)
+    r = resolve_run(run({}), agent, default_image="x")
+    agent.env["FROM_AGENT"] = "changed"
+    assert r.env == {"FROM_AGENT": "1"}
+
+
+@pytest.mark.parametrize(("spec", "field", "text"), [
+    ({"task": None}, "spec.task", "required"),
+    ({"task": "  "}, "spec.task", "required"),
+    ({"task": {"mode": "tool"}}, "spec.task", "must be a string"),
+    ({"timeout": "5 minutes"}, "spec.timeout", "invalid duration"),
+    ({"lifecycle": {"gateTimeout": "soon"}}, "spec.lifecycle.gateTimeout", "invalid duration"),
+    ({"lifecycle": {"postRun": [{"name": "a", "image": "i", "gate": True}, {"name": "b", "image": "i", "gate": True}]}},
+     "spec.lifecycle.postRun", "at most one postRun hook may set gate: true, found 2"),
+    ({"lifecycle": {"preRun": [{"name": "a", "image": "i", "gate": True}]}},
+     "spec.lifecycle.preRun[0].gate", 'only valid on postRun hooks, not preRun (hook "a")'),
+    ({"lifecycle": {"preRun": [{"name": "a", "image": "i"}, {"name": "a", "image": "i"}]}},
+     "spec.lifecycle.preRun[1].name", "duplicate hook name"),
+    ({"lifecycle": {"preRun": [{"name": "Not_A_Label", "image": "i"}]}},
+     "spec.lifecycle.preRun[0].name", "DNS label"),
+    ({"lifecycle": {"postRun": [{"name": "a", "image": "i", "timeout": "forever"}]}},
+     "spec.lifecycle.postRun[0].timeout", "invalid duration"),
+    ({"env": {"LD_PRELOAD": "/evil.so"}}, "spec.env.LD_PRELOAD", "not allowed"),
+    ({"env": {"1BAD": "x"}}, "spec.env.1BAD", "C identifier"),
+    ({"cleanup": "sometimes"}, "spec.cleanup", "'delete' or 'keep'"),
+    ({"mode": "server"}, "spec.mode", "not supported"),
+    ({"lifecycle": {"preRun": [{"name": "a"}]}}, "spec.lifecycle.preRun[0].image", "Field required"),
+])
+def test_invalid_runs_fail_with_a_message_naming_the_field(spec: dict[str, Any], field: str, text: str) -> None:
+    with pytest.raises(FieldProblem) as e:
+        resolve_run(run(spec), AGENT, default_image="x")
+    assert e.value.field == field
+    assert text in str(e.value)
+
+
+def test_policy_rules_refuse_what_they_name() -> None:
+    policy = normalize_policy({"metadata": {"name": "strict"}, "spec": {
+        "toolGating": {"rules": [{"tool": "shell", "action": "deny"}]},
+        "imagePolicy": {"allowedRegistries": ["ghcr.io/org/"]},
+        "lifecyclePolicy": {"deniedResources": ["secrets"]},
+        "deniedEnv": ["DEBUG"],
+    }})
+    cases = [
+        ({"toolPolicy": {"allow": ["shell"]}}, "spec.toolPolicy.allow[0]"),
+        ({"lifecycle": {"preRun": [{"name": "a", "image": "busybox:1.36"}]}}, "spec.lifecycle.preRun[0].image"),
+        ({"lifecycle": {"rbac": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}},
+         "spec.lifecycle.rbac[0].resources"),
+        ({"env": {"DEBUG": "1"}}, "spec.env.DEBUG"),
+    ]
+    for spec, field in cases:
+        with pytest.raises(FieldProblem) as e:
+            resolve_run(run(spec), AGENT.model_copy(update={"lifecycle": None}), default_image="x", policy=policy)
+        assert e.value.field == field, spec
+    ok = resolve_run(run({"lifecycle": {"preRun": [{"name": "a", "image": "ghcr.io/org/hook:1"}]}}), AGENT,
+                     default_image="x", policy=policy)
+    assert ok.pre_run[0].image == "ghcr.io/org/hook:1"
