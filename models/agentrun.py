@@ -131,7 +131,9 @@ class TokenUsage(K8sModel):
 
 
 class GateStatus(K8sModel):
-    state: Literal["pending", "decided"] = "pending"
+    # "pending" while waiting, then the verdict (approved, rejected, rewritten, timeout, error,
+    # allowed-by-default), so one printer column shows both.
+    state: str = "pending"
     requested_at: str | None = None
     decided_at: str | None = None
     decided_by: str | None = None
