@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -49,6 +49,11 @@ def _custom(kube: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(kube)
 
 
+def _create(kube: client.ApiClient, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    return cast(dict[str, Any], _custom(kube).create_namespaced_custom_object(
+        "sympozium.ai", "v1alpha1", namespace, "agentruns", body))
+
+
 def test_sympozium_yaml_with_legacy_aliases_is_stored_with_them(
         crds_installed: None, kube: client.ApiClient, namespace: str) -> None:
     run: dict[str, Any] = {
@@ -56,7 +61,7 @@ def test_sympozium_yaml_with_legacy_aliases_is_stored_with_them(
         "spec": {"instanceRef": "helper", "input": "do it", "model": {"name": "gpt-4o", "provider": "openai"},
                  "lifecycle": {"postRun": [{"name": "gate", "image": "busybox:1.36", "gate": True}]}},
     }
-    got = _custom(kube).create_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agentruns", run)
+    got = _create(kube, namespace, run)
     spec = got["spec"]
     assert spec["instanceRef"] == "helper" and spec["input"] == "do it" and spec["model"]["name"] == "gpt-4o"
     assert spec["lifecycle"]["gateDefault"] == "block", "the CRD defaults gateDefault to block"
@@ -68,7 +73,7 @@ def test_enum_violations_are_refused_at_admission_naming_the_field(
     run = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun", "metadata": {"name": "bad"},
            "spec": {"agentRef": "a", "task": "t", "cleanup": "sometimes"}}
     with pytest.raises(ApiException) as e:
-        _custom(kube).create_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agentruns", run)
+        _create(kube, namespace, run)
     assert e.value.status == 422
     body = json.loads(e.value.body)
     assert "spec.cleanup" in body["message"] and '"sometimes"' in body["message"]
@@ -78,7 +83,7 @@ def test_a_task_given_as_an_object_is_stored_for_the_workflow_to_reject(
         crds_installed: None, kube: client.ApiClient, namespace: str) -> None:
     run = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun", "metadata": {"name": "objtask"},
            "spec": {"agentRef": "a", "task": {"mode": "tool", "tool": "x"}}}
-    got = _custom(kube).create_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agentruns", run)
+    got = _create(kube, namespace, run)
     assert got["spec"]["task"] == {"mode": "tool", "tool": "x"}
 
 
@@ -87,11 +92,11 @@ def test_status_is_only_written_through_the_status_subresource(
     api = _custom(kube)
     run = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun", "metadata": {"name": "st"},
            "spec": {"agentRef": "a", "task": "t"}, "status": {"phase": "Succeeded"}}
-    got = api.create_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agentruns", run)
+    got = _create(kube, namespace, run)
     assert "status" not in got
     api.patch_namespaced_custom_object_status("sympozium.ai", "v1alpha1", namespace, "agentruns", "st",
                                               {"status": {"phase": "Pending", "gate": {"state": "pending"}}})
-    got = api.get_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agentruns", "st")
+    got = cast(dict[str, Any], api.get_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agentruns", "st"))
     assert got["status"]["phase"] == "Pending"
 
 
@@ -101,8 +106,11 @@ def test_kubectl_get_shows_the_printer_columns(crds_installed: None, kubectl: Ku
                                "spec": {"agentRef": "helper", "task": "t"}})
     out = kubectl("apply", "-f", "-", input=manifest)
     assert out.returncode == 0, out.stderr
-    listing = wait_for(lambda: (r := kubectl("get", "agentruns", "-n", namespace)).returncode == 0 and r.stdout,
-                       what="kubectl get agentruns")
+    def listed() -> str | None:
+        r = kubectl("get", "agentruns", "-n", namespace)
+        return r.stdout if r.returncode == 0 and "cols" in r.stdout else None
+
+    listing = wait_for(listed, what="kubectl get agentruns")
     header = listing.splitlines()[0].split()
     assert header == ["NAME", "AGENT", "PHASE", "GATE", "AGE"]
     assert listing.splitlines()[1].split()[:2] == ["cols", "helper"]
