@@ -75,7 +75,7 @@ def test_enum_violations_are_refused_at_admission_naming_the_field(
     with pytest.raises(ApiException) as e:
         _create(kube, namespace, run)
     assert e.value.status == 422
-    body = json.loads(e.value.body)
+    body = json.loads(e.value.body or "{}")
     assert "spec.cleanup" in body["message"] and '"sometimes"' in body["message"]
 
 
