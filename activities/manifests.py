@@ -1,0 +1,270 @@
+"""The Kubernetes objects of one run, built as plain manifests from the resolved spec.
+
+Pure functions, so the exact pod shape, env order, labels and names of SPEC §3 are tested
+without a cluster. Every object has a deterministic name, an ownerReference to the run and
+the run's labels, so a retried create finds (and adopts) what an earlier attempt made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models.resolve import ResolvedHook, ResolvedRun
+
+Manifest = dict[str, Any]
+
+GROUP = "sympozium.ai"
+RUN_API_VERSION = "sympozium.ai/v1alpha1"
+LABEL_RUN = "sympozium.ai/agent-run"
+LABEL_INSTANCE = "sympozium.ai/instance"
+LABEL_COMPONENT = "sympozium.ai/component"
+LABEL_MANAGED = "app.kubernetes.io/managed-by"
+ANNOTATION_WORKFLOW = "agentrun.dev/workflow-id"
+AGENT_SERVICE_ACCOUNT = "sympozium-agent"
+RESULT_LIMIT = 32768  # bytes of AGENT_RESULT handed to postRun hooks
+JOB_TTL_SECONDS = 300
+SETUP_IMAGE = "busybox:1.36"
+SKIP_MARKER = "__AGENTRUN_SKIP__"
+# Keys an auth Secret may carry; each is mapped optionally, as Sympozium does.
+AUTH_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "OLLAMA_HOST",
+             "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY",
+             "API_KEY")
+
+
+def lifecycle_name(run: ResolvedRun) -> str:
+    return f"sympozium-lifecycle-{run.ref.name}"
+
+
+def workspace_name(run: ResolvedRun) -> str:
+    return f"{run.ref.name}-workspace"
+
+
+def job_name(run: ResolvedRun, component: str) -> str:
+    name = {"prerun": f"{run.ref.name}-prerun", "agent-run": run.ref.name, "post-run": f"{run.ref.name}-postrun"}[
+        component]
+    return name[:63].rstrip("-")
+
+
+def owner(run: ResolvedRun) -> Manifest:
+    return {"apiVersion": RUN_API_VERSION, "kind": "AgentRun", "name": run.ref.name, "uid": run.ref.uid,
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def labels(run: ResolvedRun, component: str) -> dict[str, str]:
+    return {LABEL_RUN: run.ref.name, LABEL_INSTANCE: run.agent, LABEL_COMPONENT: component,
+            LABEL_MANAGED: "agentrun"}
+
+
+def _meta(run: ResolvedRun, name: str, component: str, workflow_id: str = "") -> Manifest:
+    m: Manifest = {"name": name, "namespace": run.ref.namespace, "labels": labels(run, component),
+                   "ownerReferences": [owner(run)]}
+    if workflow_id:
+        m["annotations"] = {ANNOTATION_WORKFLOW: workflow_id}
+    return m
+
+
+# -- RBAC ---------------------------------------------------------------------------------------
+
+def agent_service_account(namespace: str) -> Manifest:
+    """The agent pod's identity: it holds no permissions (nothing binds to it)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": AGENT_SERVICE_ACCOUNT, "namespace": namespace,
+                         "labels": {LABEL_MANAGED: "agentrun"}},
+            "automountServiceAccountToken": False}
+
+
+def lifecycle_rbac(run: ResolvedRun) -> list[Manifest]:
+    """ServiceAccount, Role and RoleBinding for the hooks only (never the agent), SPEC §3.2."""
+    name = lifecycle_name(run)
+    rules = []
+    for r in run.rbac:
+        rule: Manifest = {"apiGroups": list(r.api_groups), "resources": list(r.resources), "verbs": list(r.verbs)}
+        if r.resource_names:
+            rule["resourceNames"] = list(r.resource_names)
+        rules.append(rule)
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(run, name, "lifecycle")},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(run, name, "lifecycle"),
+         "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(run, name, "lifecycle"),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": run.ref.namespace}]},
+    ]
+
+
+# -- workspace ------------------------------------------------------------------------------------
+
+def workspace_pvc(run: ResolvedRun) -> Manifest:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": _meta(run, workspace_name(run), "workspace"),
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": run.workspace_size}}}}
+
+
+def _volumes(run: ResolvedRun) -> list[Manifest]:
+    if run.has_hooks:
+        return [{"name": "workspace", "persistentVolumeClaim": {"claimName": workspace_name(run)}},
+                {"name": "tmp", "emptyDir": {}}]
+    return [{"name": "workspace", "emptyDir": {}}, {"name": "ipc", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
+
+
+def _mounts(run: ResolvedRun) -> list[Manifest]:
+    if run.has_hooks:
+        return [{"name": "workspace", "mountPath": "/workspace", "subPath": "workspace"},
+                {"name": "workspace", "mountPath": "/ipc", "subPath": "ipc"},
+                {"name": "tmp", "mountPath": "/tmp"}]
+    return [{"name": "workspace", "mountPath": "/workspace"}, {"name": "ipc", "mountPath": "/ipc"},
+            {"name": "tmp", "mountPath": "/tmp"}]
+
+
+SECURE_CONTAINER: Manifest = {
+    "readOnlyRootFilesystem": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+SECURE_POD: Manifest = {
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "runAsGroup": 1000,
+    "fsGroup": 1000,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _env(pairs: list[tuple[str, str]]) -> list[Manifest]:
+    return [{"name": k, "value": v} for k, v in pairs]
+
+
+def _common_hook_env(run: ResolvedRun) -> list[Manifest]:
+    return _env([("AGENT_RUN_ID", run.ref.name), ("INSTANCE_NAME", run.agent), ("AGENT_NAMESPACE", run.ref.namespace)])
+
+
+def _hook_own_env(hook: ResolvedHook) -> list[Manifest]:
+    out: list[Manifest] = []
+    for e in hook.env:
+        if e.value_from is not None and e.value_from.secret_key_ref is not None:
+            ref = e.value_from.secret_key_ref
+            skr: Manifest = {"name": ref.name, "key": ref.key}
+            if ref.optional is not None:
+                skr["optional"] = ref.optional
+            out.append({"name": e.name, "valueFrom": {"secretKeyRef": skr}})
+        else:
+            out.append({"name": e.name, "value": e.value or ""})
+    return out
+
+
+def _spec_env(run: ResolvedRun) -> list[Manifest]:
+    return _env(sorted(run.env.items()))
+
+
+def _hook_container(hook: ResolvedHook, prefix: str, env: list[Manifest], run: ResolvedRun) -> Manifest:
+    c: Manifest = {"name": f"{prefix}-{hook.name}", "image": hook.image, "env": env,
+                   "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER)}
+    if hook.command:
+        c["command"] = list(hook.command)
+    if hook.args:
+        c["args"] = list(hook.args)
+    if hook.image_pull_policy:
+        c["imagePullPolicy"] = hook.image_pull_policy
+    return c
+
+
+def _job(run: ResolvedRun, component: str, *, workflow_id: str, pod_spec: Manifest,
+         deadline_seconds: int) -> Manifest:
+    name = job_name(run, component)
+    spec: Manifest = {
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": max(1, deadline_seconds),
+        "template": {"metadata": {"labels": labels(run, component)},
+                     "spec": {"restartPolicy": "Never", "securityContext": dict(SECURE_POD), **pod_spec}},
+    }
+    if run.cleanup != "keep":
+        spec["ttlSecondsAfterFinished"] = JOB_TTL_SECONDS
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(run, name, component, workflow_id),
+            "spec": spec}
+
+
+def _setup_container(run: ResolvedRun) -> Manifest:
+    """Creates /ipc/control (and the output dir) before any hook, so a hook can write the skip file."""
+    return {"name": "setup", "image": SETUP_IMAGE,
+            "command": ["sh", "-c", "mkdir -p /ipc/control /ipc/output /workspace"],
+            "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER)}
+
+
+def hook_deadline(hooks: list[ResolvedHook]) -> int:
+    """The Job-level bound: every hook's own timeout, plus slack for setup and the final container."""
+    return sum(h.timeout_seconds for h in hooks) + 60
+
+
+def prerun_job(run: ResolvedRun, *, workflow_id: str) -> Manifest:
+    inits = [_setup_container(run)]
+    for h in run.pre_run:
+        inits.append(_hook_container(h, "pre", [*_common_hook_env(run), *_hook_own_env(h), *_spec_env(run)], run))
+    done = {"name": "done", "image": SETUP_IMAGE,
+            "command": ["sh", "-c", f'if [ -f /ipc/control/skip ]; then printf "{SKIP_MARKER}"; '
+                                    "cat /ipc/control/skip; fi"],
+            "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER)}
+    pod = {"serviceAccountName": lifecycle_name(run) if run.rbac else AGENT_SERVICE_ACCOUNT,
+           "automountServiceAccountToken": bool(run.rbac),
+           "initContainers": inits, "containers": [done], "volumes": _volumes(run)}
+    return _job(run, "prerun", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=hook_deadline(run.pre_run))
+
+
+def agent_env(run: ResolvedRun) -> list[Manifest]:
+    m = run.model
+    env = _env([
+        ("AGENT_RUN_ID", run.ref.name),
+        ("INSTANCE_NAME", run.agent),
+        ("AGENT_NAMESPACE", run.ref.namespace),
+        ("AGENT_ID", run.agent_id),
+        ("SESSION_KEY", run.session_key),
+        ("TASK", run.task),
+        ("SYSTEM_PROMPT", run.system_prompt),
+        ("MODEL_PROVIDER", m.provider),
+        ("MODEL_NAME", m.model),
+        ("MODEL_BASE_URL", m.base_url),
+        ("THINKING_MODE", m.thinking),
+        ("TOOL_POLICY_ALLOW", ",".join(run.tool_policy.allow)),
+        ("TOOL_POLICY_DENY", ",".join(run.tool_policy.deny)),
+        ("RUN_TIMEOUT", f"{run.timeout_seconds}s"),
+    ])
+    if m.auth_secret_ref:
+        env += [{"name": k, "valueFrom": {"secretKeyRef": {"name": m.auth_secret_ref, "key": k, "optional": True}}}
+                for k in AUTH_KEYS]
+    return env + _spec_env(run)
+
+
+def agent_job(run: ResolvedRun, *, workflow_id: str) -> Manifest:
+    agent = {"name": "agent", "image": run.image, "env": agent_env(run), "volumeMounts": _mounts(run),
+             "securityContext": dict(SECURE_CONTAINER)}
+    pod: Manifest = {"serviceAccountName": AGENT_SERVICE_ACCOUNT, "automountServiceAccountToken": False,
+                     "containers": [agent], "volumes": _volumes(run)}
+    if run.model.node_selector:
+        pod["nodeSelector"] = dict(run.model.node_selector)
+    return _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=run.timeout_seconds)
+
+
+def cut_utf8(text: str, limit: int = RESULT_LIMIT) -> str:
+    """At most `limit` bytes of UTF-8, never splitting a character."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore")
+
+
+def postrun_job(run: ResolvedRun, *, workflow_id: str, agent_exit_code: int, agent_result: str) -> Manifest:
+    hooks = sorted(run.post_run, key=lambda h: not h.gate)  # the gate hook first, others keep their order
+    inits = [_setup_container(run)]
+    for h in hooks:
+        env = [*_common_hook_env(run),
+               *_env([("AGENT_EXIT_CODE", str(agent_exit_code)), ("AGENT_RESULT", cut_utf8(agent_result))]),
+               *_spec_env(run), *_hook_own_env(h)]
+        if h.gate:
+            env.append({"name": "GATE_MODE", "value": "true"})
+        inits.append(_hook_container(h, "post", env, run))
+    done = {"name": "done", "image": SETUP_IMAGE, "command": ["true"], "volumeMounts": _mounts(run),
+            "securityContext": dict(SECURE_CONTAINER)}
+    pod = {"serviceAccountName": lifecycle_name(run) if run.rbac else AGENT_SERVICE_ACCOUNT,
+           "automountServiceAccountToken": bool(run.rbac),
+           "initContainers": inits, "containers": [done], "volumes": _volumes(run)}
+    return _job(run, "post-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=hook_deadline(hooks))

@@ -1,0 +1,108 @@
+"""Reading what the agent and the hooks said: the result marker and the skip marker (SPEC §3.4, §3.6).
+
+The agent prints `__SYMPOZIUM_RESULT__{json}__SYMPOZIUM_END__` on stdout; the last occurrence
+wins. Without a marker, the container's exit code and the last log lines decide.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .manifests import SKIP_MARKER
+
+START = "__SYMPOZIUM_RESULT__"
+END = "__SYMPOZIUM_END__"
+METRIC_CAP = 10_000_000_000
+DEFAULT_SKIP_REASON = "preRun hook requested skip"
+
+
+class Metrics(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    duration_ms: int = 0
+
+
+class AgentOutcome(BaseModel):
+    """What the agent run produced, as the workflow records it."""
+
+    status: Literal["success", "error", "skipped"]
+    response: str = ""
+    error: str = ""
+    exit_code: int = 0
+    metrics: Metrics = Field(default_factory=Metrics)
+    has_marker: bool = False
+
+
+def parse_marker(log: str) -> dict[str, object] | None:
+    start = log.rfind(START)
+    if start < 0:
+        return None
+    body_start = start + len(START)
+    end = log.find(END, body_start)
+    if end < 0:
+        return None
+    try:
+        data = json.loads(log[body_start:end])
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _metric(raw: object) -> int:
+    try:
+        value = int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 0
+    return min(value, METRIC_CAP)
+
+
+def _metrics(raw: object) -> Metrics:
+    if not isinstance(raw, dict):
+        return Metrics()
+    values = [_metric(raw.get(k)) for k in ("inputTokens", "outputTokens", "toolCalls", "durationMs")]
+    if any(v < 0 for v in values):
+        return Metrics()
+    return Metrics(input_tokens=values[0], output_tokens=values[1], tool_calls=values[2], duration_ms=values[3])
+
+
+def last_lines(log: str, n: int = 5, limit: int = 500) -> str:
+    lines = [ln.strip() for ln in log.strip().splitlines() if ln.strip()]
+    text = " | ".join(lines[-n:])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def agent_outcome(log: str, exit_code: int | None, *, timed_out: bool = False) -> AgentOutcome:
+    """Decide the agent's outcome from its log tail and exit code; a success marker wins over a failed Job."""
+    code = 124 if timed_out else (exit_code if exit_code is not None else 1)
+    data = parse_marker(log)
+    if data is not None:
+        status = str(data.get("status") or "success")
+        metrics = _metrics(data.get("metrics"))
+        if status == "success":
+            return AgentOutcome(status="success", response=str(data.get("response") or ""), exit_code=0,
+                                metrics=metrics, has_marker=True)
+        if status == "skipped":
+            return AgentOutcome(status="skipped", response=str(data.get("response") or "").strip()
+                                or DEFAULT_SKIP_REASON, exit_code=0, metrics=metrics, has_marker=True)
+        err = str(data.get("error") or "").strip() or "agent run failed"
+        return AgentOutcome(status="error", error="timeout" if timed_out else err, exit_code=code or 1,
+                            has_marker=True)
+    if timed_out:
+        return AgentOutcome(status="error", error="timeout", exit_code=124)
+    if code == 0:
+        return AgentOutcome(status="success", response=log.strip()[-4000:], exit_code=0)
+    tail = last_lines(log)
+    message = f"agent container exited with code {code}" + (f": {tail}" if tail else "")
+    return AgentOutcome(status="error", error=message, exit_code=code)
+
+
+def skip_reason(done_log: str) -> str | None:
+    """The preRun Job's final container prints the skip marker and the file's text when asked to skip."""
+    idx = done_log.find(SKIP_MARKER)
+    if idx < 0:
+        return None
+    return done_log[idx + len(SKIP_MARKER):].strip() or DEFAULT_SKIP_REASON

@@ -1,0 +1,1 @@
+"""Tests of the activities and their pure builders."""

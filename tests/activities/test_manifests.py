@@ -1,0 +1,138 @@
+"""The exact shape of a run's Kubernetes objects (SPEC §3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities.manifests import (
+    agent_job,
+    cut_utf8,
+    lifecycle_rbac,
+    postrun_job,
+    prerun_job,
+    workspace_pvc,
+)
+from models.agent import normalize_agent
+from models.resolve import ResolvedRun, resolve_run
+
+AGENT = normalize_agent({"metadata": {"name": "helper", "namespace": "ns"},
+                         "spec": {"authRefs": [{"provider": "openai", "secret": "key"}],
+                                  "agents": {"default": {"model": "gpt"}}}})
+
+
+def resolved(**spec: Any) -> ResolvedRun:
+    obj = {"metadata": {"name": "run1", "namespace": "ns", "uid": "uid-1"},
+           "spec": {"agentRef": "helper", "task": "do", **spec}}
+    return resolve_run(obj, AGENT, default_image="agent:1")
+
+
+def env_of(container: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(e["name"], e.get("value", e.get("valueFrom"))) for e in container["env"]]
+
+
+HOOKS = {"lifecycle": {
+    "preRun": [{"name": "fetch", "image": "busybox:1.36", "command": ["sh", "-c", "true"],
+                "env": [{"name": "OWN", "value": "hook"}, {"name": "SHARED", "value": "from-hook"}]}],
+    "postRun": [{"name": "report", "image": "busybox:1.36", "env": [{"name": "SHARED", "value": "from-hook"}]},
+                {"name": "gate", "image": "busybox:1.36", "gate": True}],
+    "rbac": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete"]}],
+}}
+
+
+def test_agent_job_has_the_specified_shape_env_and_labels() -> None:
+    run = resolved(env={"ZED": "z", "ALPHA": "a"}, timeout="90s")
+    job = agent_job(run, workflow_id="wf")
+    assert job["metadata"]["name"] == "run1"
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert job["metadata"]["labels"] == {"sympozium.ai/agent-run": "run1", "sympozium.ai/instance": "helper",
+                                         "sympozium.ai/component": "agent-run",
+                                         "app.kubernetes.io/managed-by": "agentrun"}
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 90 and spec["ttlSecondsAfterFinished"] == 300
+    pod = spec["template"]["spec"]
+    assert spec["template"]["metadata"]["labels"]["sympozium.ai/component"] == "agent-run"
+    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == "sympozium-agent"
+    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                                      "seccompProfile": {"type": "RuntimeDefault"}}
+    (c,) = pod["containers"]
+    assert c["name"] == "agent" and c["image"] == "agent:1"
+    assert c["securityContext"] == {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]}}
+    names = [n for n, _ in env_of(c)]
+    assert names[:14] == ["AGENT_RUN_ID", "INSTANCE_NAME", "AGENT_NAMESPACE", "AGENT_ID", "SESSION_KEY", "TASK",
+                          "SYSTEM_PROMPT", "MODEL_PROVIDER", "MODEL_NAME", "MODEL_BASE_URL", "THINKING_MODE",
+                          "TOOL_POLICY_ALLOW", "TOOL_POLICY_DENY", "RUN_TIMEOUT"]
+    assert names[-2:] == ["ALPHA", "ZED"], "spec.env comes last, sorted by key"
+    assert dict(env_of(c))["TASK"] == "do"
+    assert {"secretKeyRef": {"name": "key", "key": "OPENAI_API_KEY", "optional": True}} in [v for _, v in env_of(c)]
+    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/workspace", "/ipc", "/tmp"]
+
+
+def test_runs_without_hooks_use_empty_dirs_and_runs_with_hooks_share_the_pvc() -> None:
+    plain = agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]
+    assert all("emptyDir" in v for v in plain["volumes"])
+    hooked = agent_job(resolved(**HOOKS), workflow_id="wf")["spec"]["template"]["spec"]
+    assert hooked["volumes"][0] == {"name": "workspace", "persistentVolumeClaim": {"claimName": "run1-workspace"}}
+    subpaths = {m["mountPath"]: m.get("subPath") for m in hooked["containers"][0]["volumeMounts"]}
+    assert subpaths == {"/workspace": "workspace", "/ipc": "ipc", "/tmp": None}
+
+
+def test_prerun_job_runs_hooks_in_order_under_the_lifecycle_account_with_spec_env_winning() -> None:
+    run = resolved(env={"SHARED": "from-spec"}, **HOOKS)
+    job = prerun_job(run, workflow_id="wf")
+    assert job["metadata"]["name"] == "run1-prerun"
+    pod = job["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["setup", "pre-fetch"]
+    assert pod["serviceAccountName"] == "sympozium-lifecycle-run1"
+    env = env_of(pod["initContainers"][1])
+    assert env[:3] == [("AGENT_RUN_ID", "run1"), ("INSTANCE_NAME", "helper"), ("AGENT_NAMESPACE", "ns")]
+    shared = [v for n, v in env if n == "SHARED"]
+    assert shared[-1] == "from-spec", "for preRun hooks spec.env wins (it comes last)"
+    assert job["spec"]["activeDeadlineSeconds"] == 300 + 60
+
+
+def test_postrun_job_puts_the_gate_first_and_lets_the_hook_env_win() -> None:
+    run = resolved(env={"SHARED": "from-spec"}, **HOOKS)
+    job = postrun_job(run, workflow_id="wf", agent_exit_code=3, agent_result="boom")
+    pod = job["spec"]["template"]["spec"]
+    assert job["metadata"]["name"] == "run1-postrun"
+    assert [c["name"] for c in pod["initContainers"]] == ["setup", "post-gate", "post-report"]
+    gate_env = dict(env_of(pod["initContainers"][1]))
+    assert gate_env["GATE_MODE"] == "true" and gate_env["AGENT_EXIT_CODE"] == "3" and gate_env["AGENT_RESULT"] == "boom"
+    report = env_of(pod["initContainers"][2])
+    assert [v for n, v in report if n == "SHARED"][-1] == "from-hook"
+    assert "GATE_MODE" not in dict(report)
+
+
+def test_agent_result_is_cut_at_32768_bytes_on_a_character_boundary() -> None:
+    text = "é" * 20000  # 2 bytes each: 40000 bytes
+    cut = cut_utf8(text)
+    assert len(cut.encode()) == 32768 and cut == "é" * 16384
+    text3 = "a" + "€" * 20000  # 1 + 3 bytes each
+    cut3 = cut_utf8(text3)
+    assert len(cut3.encode()) <= 32768 and cut3.encode().decode() == cut3
+    assert len(cut3.encode()) == 1 + 3 * ((32768 - 1) // 3)
+    assert cut_utf8("short") == "short"
+
+
+def test_lifecycle_rbac_binds_exactly_the_declared_rules_to_the_hook_account() -> None:
+    sa, role, binding = lifecycle_rbac(resolved(**HOOKS))
+    assert sa["kind"] == "ServiceAccount" and sa["metadata"]["name"] == "sympozium-lifecycle-run1"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete"]}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "sympozium-lifecycle-run1", "namespace": "ns"}]
+    assert binding["roleRef"]["name"] == "sympozium-lifecycle-run1"
+    for obj in (sa, role, binding):
+        assert obj["metadata"]["labels"]["sympozium.ai/component"] == "lifecycle"
+        assert obj["metadata"]["ownerReferences"][0]["kind"] == "AgentRun"
+
+
+def test_workspace_pvc_is_rwo_with_the_requested_size() -> None:
+    pvc = workspace_pvc(resolved(lifecycle={"workspaceSize": "2Gi", "preRun": [{"name": "a", "image": "i"}]}))
+    assert pvc["metadata"]["name"] == "run1-workspace"
+    assert pvc["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}
+    assert "storageClassName" not in pvc["spec"]
+
+
+def test_cleanup_keep_drops_the_job_ttl() -> None:
+    job = agent_job(resolved(cleanup="keep"), workflow_id="wf")
+    assert "ttlSecondsAfterFinished" not in job["spec"]

@@ -1,0 +1,59 @@
+"""Reading the agent's result marker and the preRun skip marker."""
+
+from activities.results import agent_outcome, parse_marker, skip_reason
+
+M = "__SYMPOZIUM_RESULT__{}__SYMPOZIUM_END__"
+
+
+def test_the_last_marker_wins() -> None:
+    log = "x\n" + M.format('{"status":"success","response":"first"}') + "\n" + \
+        M.format('{"status":"success","response":"second"}') + "\n"
+    assert agent_outcome(log, 0).response == "second"
+
+
+def test_success_marker_with_metrics() -> None:
+    out = agent_outcome(M.format('{"status":"success","response":"ok","metrics":{"inputTokens":10,'
+                                 '"outputTokens":20,"toolCalls":1,"durationMs":5}}'), 0)
+    assert out.status == "success" and out.response == "ok" and out.has_marker
+    assert (out.metrics.input_tokens, out.metrics.output_tokens, out.metrics.tool_calls) == (10, 20, 1)
+
+
+def test_a_success_marker_wins_over_a_failed_exit_code() -> None:
+    out = agent_outcome(M.format('{"status":"success","response":"fine"}'), 2)
+    assert out.status == "success" and out.exit_code == 0
+
+
+def test_error_marker_reports_the_error_and_discards_usage() -> None:
+    out = agent_outcome(M.format('{"status":"error","error":"HTTP 429","metrics":{"inputTokens":3}}'), 1)
+    assert out.status == "error" and out.error == "HTTP 429" and out.exit_code == 1
+    assert out.metrics.input_tokens == 0
+
+
+def test_negative_metrics_zero_all_of_them() -> None:
+    out = agent_outcome(M.format('{"status":"success","metrics":{"inputTokens":-1,"outputTokens":5}}'), 0)
+    assert out.metrics.output_tokens == 0
+
+
+def test_no_marker_and_a_failure_names_the_exit_code_and_last_lines() -> None:
+    out = agent_outcome("starting\npanic: nil pointer\n", 2)
+    assert out.status == "error" and out.exit_code == 2
+    assert out.error.startswith("agent container exited with code 2") and "panic: nil pointer" in out.error
+
+
+def test_timeout_is_reported_with_exit_code_124() -> None:
+    out = agent_outcome("working...", None, timed_out=True)
+    assert out.status == "error" and out.error == "timeout" and out.exit_code == 124
+
+
+def test_skipped_marker_and_default_reason() -> None:
+    assert agent_outcome(M.format('{"status":"skipped"}'), 0).response == "preRun hook requested skip"
+
+
+def test_malformed_marker_json_counts_as_no_marker() -> None:
+    assert parse_marker(M.format("{not json")) is None
+
+
+def test_skip_reason_from_the_prerun_done_container() -> None:
+    assert skip_reason("__AGENTRUN_SKIP__queue empty\n") == "queue empty"
+    assert skip_reason("__AGENTRUN_SKIP__") == "preRun hook requested skip"
+    assert skip_reason("") is None
