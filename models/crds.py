@@ -45,9 +45,9 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         if all(set(b) <= {"type"} for b in branches) and {b.get("type") for b in branches} <= {
                 "string", "object", "array", "integer", "number", "boolean"}:
             # A union of JSON types (e.g. a task given as text or an object) is kept as-is.
-            out = {k: v for k, v in rest.items() if k in ("description",)}
-            out["x-kubernetes-preserve-unknown-fields"] = True
-            return out
+            union = {k: v for k, v in rest.items() if k in ("description",)}
+            union["x-kubernetes-preserve-unknown-fields"] = True
+            return union
     out: dict[str, Any] = {}
     for k, v in node.items():
         if k in ("title", "$defs"):
@@ -131,7 +131,7 @@ def _agentrun_crd(crd: dict[str, Any]) -> dict[str, Any]:
 
 def all_crds() -> dict[str, dict[str, Any]]:
     """file name -> CRD manifest."""
-    agent_cols = [{"name": "Model", "type": "string", "jsonPath": ".spec.agents.default.model"},
+    agent_cols: list[dict[str, Any]] = [{"name": "Model", "type": "string", "jsonPath": ".spec.agents.default.model"},
                   {"name": "Policy", "type": "string", "jsonPath": ".spec.policyRef", "priority": 1}]
     return {
         "agents.yaml": _crd("Agent", "agents", spec=AgentSpec, status=None, short_names=["agt"],

@@ -1,0 +1,108 @@
+"""The result contract (SPEC §3.6): the marker line on stdout and ``result.json``.
+
+The control plane reads the agent's outcome from the tail of its log, so the marker line
+is the interface that matters; ``<ipc>/output/result.json`` is the same JSON for postRun
+hooks and humans. Both are produced here from one ``RunResult`` so they cannot differ.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+log = logging.getLogger(__name__)
+
+RESULT_START = "__SYMPOZIUM_RESULT__"
+RESULT_END = "__SYMPOZIUM_END__"
+
+Status = Literal["success", "error", "skipped"]
+
+
+@dataclass
+class Metrics:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    duration_ms: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "toolCalls": self.tool_calls,
+            "durationMs": self.duration_ms,
+        }
+
+
+@dataclass
+class RunResult:
+    status: Status
+    response: str = ""
+    error: str = ""
+    metrics: Metrics = field(default_factory=Metrics)
+
+    @property
+    def exit_code(self) -> int:
+        """0 for success and skipped, 1 for error."""
+        return 1 if self.status == "error" else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "response": self.response,
+            "error": self.error,
+            "metrics": self.metrics.to_dict(),
+        }
+
+    def to_json(self) -> str:
+        """Single-line ASCII JSON in which the marker strings cannot appear literally.
+
+        A response may quote ``__SYMPOZIUM_END__`` (a model echoing its instructions); the
+        first underscore of any ``__SYMPOZIUM_`` inside the JSON is written as the JSON
+        escape ``\\u005f``, which decodes to the same text but keeps a reader that scans for
+        the end marker from cutting the line short.
+        """
+        text = json.dumps(self.to_dict(), ensure_ascii=True, separators=(",", ":"))
+        return text.replace("__SYMPOZIUM_", "\\u005f_SYMPOZIUM_")
+
+
+def marker_line(result: RunResult) -> str:
+    return f"{RESULT_START}{result.to_json()}{RESULT_END}"
+
+
+def print_marker(result: RunResult, stream: TextIO | None = None) -> None:
+    """Print the marker on a line of its own (nothing else in this program writes to stdout)."""
+    out = stream if stream is not None else sys.stdout
+    out.write(marker_line(result) + "\n")
+    out.flush()
+
+
+def write_result_file(result: RunResult, path: Path) -> bool:
+    """Write result.json atomically (temp file, then rename); on failure warn and return False.
+
+    The IPC volume exists only when the run has lifecycle hooks, and the root filesystem is
+    read-only, so failing to write here is normal and must not fail the run.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=".json", dir=path.parent)
+        try:
+            os.fchmod(fd, 0o644)  # hooks and humans read it; mkstemp would leave it 0600
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(result.to_json() + "\n")
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        log.warning("could not write %s (continuing; the stdout marker still carries the result): %s",
+                    path, exc)
+        return False
+    log.info("wrote %s", path)
+    return True

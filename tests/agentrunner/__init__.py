@@ -1,0 +1,1 @@
+"""Tests of the reference agent container program (``python -m agentrunner``)."""
