@@ -1,0 +1,445 @@
+"""The Kubernetes side of a run: every I/O step of AgentRunWorkflow.
+
+Each activity is idempotent under retry: objects have deterministic names, a create that
+finds the object already there adopts it (after checking it belongs to this run), and a
+delete that finds nothing is done. Calls go through the synchronous `kubernetes` client on a
+thread, behind a client-side rate limit so a burst of runs cannot flood the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from models.agent import AgentProfile, normalize_agent
+from models.agentrun import AgentRunStatus
+from models.base import FieldProblem
+from models.policy import PolicyRules, normalize_policy
+from models.resolve import resolve_run
+from models.steps import (
+    Cleanup,
+    DeleteJob,
+    HookOutcome,
+    JobRef,
+    JobRequest,
+    JobState,
+    Resolution,
+    ResultRequest,
+    RunningHook,
+    StartRun,
+    StatusWrite,
+)
+
+from . import manifests as mf
+from .errors import kube_error
+from .results import AgentOutcome, agent_outcome, skip_reason
+
+FINALIZER = "agentrun.dev/cleanup"
+GROUP, VERSION = "sympozium.ai", "v1alpha1"
+LOG_TAIL_LINES = 1000
+
+
+class RateLimiter:
+    """A token bucket: at most `qps` calls per second on average, bursts up to `burst`."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = burst
+        self._tokens = float(burst)
+        self._last = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        if self.qps <= 0:
+            return
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+                self._last = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                await asyncio.sleep((1 - self._tokens) / self.qps)
+
+
+class KubeActivities:
+    def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
+                 qps: float = 50.0, burst: int = 100) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.batch = client.BatchV1Api(api)
+        self.rbac = client.RbacAuthorizationV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.default_image = default_image
+        self.fallback_poll_seconds = fallback_poll_seconds
+        self.limiter = RateLimiter(qps, burst)
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, action: str, creating: bool = False, **kw: Any) -> Any:
+        """Run a client call on a thread; returns Any because the client's models are attribute bags."""
+        await self.limiter.acquire()
+        try:
+            return await asyncio.to_thread(fn, *args, **kw)
+        except ApiException:
+            raise
+        except Exception as e:
+            raise kube_error(e, action=action, creating=creating) from e
+
+    async def _create(self, fn: Callable[..., Any], namespace: str, body: dict[str, Any], *, read: Callable[..., Any],
+                      uid: str) -> Any:
+        """Create, or adopt an existing object of this run; another run's leftover is waited out."""
+        kind, name = body["kind"], body["metadata"]["name"]
+        try:
+            return await self._call(fn, namespace, body, action=f"create {kind} {name}", creating=True)
+        except ApiException as e:
+            if e.status != 409:
+                raise kube_error(e, action=f"create {kind} {name}", creating=True) from e
+        try:
+            existing = await self._call(read, name, namespace, action=f"read {kind} {name}")
+        except ApiException as e:
+            raise kube_error(e, action=f"read {kind} {name}") from e
+        owners = [o.uid for o in (existing.metadata.owner_references or [])]
+        if owners and uid not in owners:
+            # A same-named object of a deleted earlier run is still being removed: retry later.
+            raise ApplicationError(f"{kind} {name} still belongs to an earlier run; waiting for it to go",
+                                   type="LeftoverObject")
+        return existing
+
+    # -- run object -----------------------------------------------------------------------------
+
+    async def _get_run(self, ns: str, name: str) -> dict[str, Any]:
+        try:
+            obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
+                                   "agentruns", name, action=f"read AgentRun {name}")
+            return cast(dict[str, Any], obj)
+        except ApiException as e:
+            raise kube_error(e, action=f"read AgentRun {ns}/{name}", creating=True) from e
+
+    @activity.defn
+    async def resolve_run(self, start: StartRun) -> Resolution:
+        """Read the run, its Agent and policy; add our finalizer; resolve and validate the spec."""
+        ref = start.ref
+        run = await self._get_run(ref.namespace, ref.name)
+        if run["metadata"]["uid"] != ref.uid:
+            raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} was replaced by a newer object",
+                                   type="RunReplaced", non_retryable=True)
+        await self._ensure_finalizer(run)
+        agent_name = str((run.get("spec") or {}).get("agentRef") or (run.get("spec") or {}).get("instanceRef") or "")
+        out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=agent_name)
+        if not agent_name:
+            out.problem = "spec.agentRef: required: the name of an Agent in the same namespace"
+            return out
+        agent = await self._read_agent(ref.namespace, agent_name)
+        if agent is None:
+            out.problem = f'spec.agentRef: Agent "{agent_name}" not found in namespace "{ref.namespace}"'
+            return out
+        try:
+            profile = normalize_agent(agent)
+            policy = await self._read_policy(ref.namespace, profile)
+            out.resolved = resolve_run(run, profile, default_image=self.default_image, policy=policy)
+        except FieldProblem as p:
+            out.problem = str(p)
+        return out
+
+    async def _ensure_finalizer(self, run: dict[str, Any]) -> None:
+        m = run["metadata"]
+        if FINALIZER in (m.get("finalizers") or []) or m.get("deletionTimestamp"):
+            return
+        patch = {"metadata": {"finalizers": [*(m.get("finalizers") or []), FINALIZER],
+                              "resourceVersion": m["resourceVersion"]}}
+        try:
+            await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], "agentruns",
+                             m["name"], patch, action="add finalizer")
+        except ApiException as e:
+            raise kube_error(e, action=f"add finalizer to AgentRun {m['name']}") from e
+
+    async def _read_agent(self, ns: str, name: str) -> dict[str, Any] | None:
+        for plural in ("agents", "sympoziuminstances"):
+            try:
+                obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
+                                       plural, name, action=f"read {plural} {name}")
+                return cast(dict[str, Any], obj)
+            except ApiException as e:
+                if e.status != 404:
+                    raise kube_error(e, action=f"read Agent {name}") from e
+        return None
+
+    async def _read_policy(self, ns: str, agent: AgentProfile) -> PolicyRules | None:
+        if not agent.policy_ref:
+            return None
+        try:
+            obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, "sympoziumpolicies",
+                                   agent.policy_ref, action=f"read SympoziumPolicy {agent.policy_ref}")
+        except ApiException as e:
+            if e.status == 404:
+                raise FieldProblem("agent policyRef", f'SympoziumPolicy "{agent.policy_ref}" not found') from None
+            raise kube_error(e, action=f"read SympoziumPolicy {agent.policy_ref}") from e
+        return normalize_policy(obj)
+
+    @activity.defn
+    async def write_status(self, req: StatusWrite) -> None:
+        """Write status through the status subresource; conditions are upserted by type, never duplicated."""
+        ref = req.ref
+        fields = req.status.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        for _attempt in range(5):
+            run = await self._get_run(ref.namespace, ref.name)
+            if run["metadata"]["uid"] != ref.uid:
+                return  # the run we were writing for is gone and replaced
+            status = dict(run.get("status") or {})
+            status.update(fields)
+            if req.conditions:
+                conds = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+                for c in req.conditions:
+                    new = c.model_dump(by_alias=True, exclude_none=True, mode="json")
+                    old = next((x for x in conds if x.get("type") == c.type), None)
+                    if old is not None and old.get("status") == new.get("status") and "lastTransitionTime" in old:
+                        new["lastTransitionTime"] = old["lastTransitionTime"]
+                    conds = [x for x in conds if x.get("type") != c.type] + [new]
+                status["conditions"] = conds
+            body = {"metadata": {"resourceVersion": run["metadata"]["resourceVersion"]}, "status": status}
+            try:
+                await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
+                                 "agentruns", ref.name, body, action="write status")
+                return
+            except ApiException as e:
+                if e.status == 409:
+                    continue  # someone wrote in between: re-read and merge again
+                raise kube_error(e, action=f"write status of AgentRun {ref.name}") from e
+        raise ApplicationError("status write kept conflicting", type="StatusConflict")
+
+    # -- RBAC and workspace -------------------------------------------------------------------
+
+    @activity.defn
+    async def ensure_lifecycle_rbac(self, req: JobRequest) -> None:
+        run = req.run
+        await self._ensure_agent_account(run.ref.namespace)
+        if not run.rbac:
+            return
+        sa, role, binding = mf.lifecycle_rbac(run)
+        ns = run.ref.namespace
+        await self._create(self.core.create_namespaced_service_account, ns, sa,
+                           read=self.core.read_namespaced_service_account, uid=run.ref.uid)
+        await self._create(self.rbac.create_namespaced_role, ns, role, read=self.rbac.read_namespaced_role,
+                           uid=run.ref.uid)
+        await self._create(self.rbac.create_namespaced_role_binding, ns, binding,
+                           read=self.rbac.read_namespaced_role_binding, uid=run.ref.uid)
+
+    async def _ensure_agent_account(self, ns: str) -> None:
+        body = mf.agent_service_account(ns)
+        try:
+            await self._call(self.core.create_namespaced_service_account, ns, body, action="create agent account")
+        except ApiException as e:
+            if e.status != 409:
+                raise kube_error(e, action="create ServiceAccount sympozium-agent", creating=True) from e
+
+    @activity.defn
+    async def ensure_workspace(self, req: JobRequest) -> None:
+        run = req.run
+        await self._create(self.core.create_namespaced_persistent_volume_claim, run.ref.namespace,
+                           mf.workspace_pvc(run), read=self.core.read_namespaced_persistent_volume_claim,
+                           uid=run.ref.uid)
+
+    # -- Jobs -----------------------------------------------------------------------------------
+
+    @activity.defn
+    async def create_job(self, req: JobRequest) -> JobRef:
+        run = req.run
+        if req.component == "prerun":
+            body = mf.prerun_job(run, workflow_id=req.workflow_id)
+        elif req.component == "agent-run":
+            body = mf.agent_job(run, workflow_id=req.workflow_id)
+        else:
+            body = mf.postrun_job(run, workflow_id=req.workflow_id, agent_exit_code=req.agent_exit_code,
+                                  agent_result=req.agent_result)
+        job = await self._create(self.batch.create_namespaced_job, run.ref.namespace, body,
+                                 read=self.batch.read_namespaced_job, uid=run.ref.uid)
+        return JobRef(namespace=run.ref.namespace, name=job.metadata.name, uid=job.metadata.uid,
+                      component=req.component)
+
+    async def _pod_of(self, job: JobRef) -> Any | None:
+        try:
+            pods = await self._call(self.core.list_namespaced_pod, job.namespace,
+                                    label_selector=f"batch.kubernetes.io/controller-uid={job.uid}",
+                                    action=f"list pods of Job {job.name}")
+        except ApiException as e:
+            raise kube_error(e, action=f"list pods of Job {job.name}") from e
+        items: list[Any] = sorted(pods.items, key=lambda p: p.metadata.creation_timestamp)
+        return items[-1] if items else None
+
+    @activity.defn
+    async def check_job(self, job: JobRef) -> JobState:
+        try:
+            obj = await self._call(self.batch.read_namespaced_job, job.name, job.namespace, action="read Job")
+        except ApiException as e:
+            if e.status == 404:
+                return JobState(job=job, missing=True, finished=True)
+            raise kube_error(e, action=f"read Job {job.name}") from e
+        if obj.metadata.uid != job.uid:
+            return JobState(job=job, missing=True, finished=True)
+        state = JobState(job=job)
+        for c in obj.status.conditions or []:
+            if c.status == "True" and c.type in ("Complete", "Failed"):
+                state.finished = True
+                state.succeeded = c.type == "Complete"
+                state.reason = c.reason or ""
+        pod = await self._pod_of(job)
+        if pod is not None:
+            state.pod_name = pod.metadata.name
+            for cs in pod.status.init_container_statuses or []:
+                if cs.state and cs.state.running and cs.state.running.started_at:
+                    state.running_hook = RunningHook(container=cs.name,
+                                                     started_at=cs.state.running.started_at.isoformat())
+        return state
+
+    @activity.defn
+    async def read_hook_outcome(self, state: JobState) -> HookOutcome:
+        """Which hook failed (and how), or the preRun skip request."""
+        job = state.job
+        pod = await self._pod_of(job)
+        if pod is None:
+            return HookOutcome(ok=state.succeeded, message="" if state.succeeded else f"Job {job.name} has no pod")
+        for cs in pod.status.init_container_statuses or []:
+            term = cs.state.terminated if cs.state else None
+            if cs.name == "setup":
+                if term is not None and term.exit_code != 0:
+                    return HookOutcome(ok=False, failed_hook="setup", exit_code=term.exit_code,
+                                       message=f"workspace setup failed with exit code {term.exit_code}")
+                continue
+            hook = cs.name.split("-", 1)[1] if "-" in cs.name else cs.name
+            if term is not None and term.exit_code != 0:
+                return HookOutcome(ok=False, failed_hook=hook, exit_code=term.exit_code,
+                                   message=f'hook "{hook}" failed with exit code {term.exit_code}')
+            if term is None and state.finished and not state.succeeded:
+                why = "timed out" if state.reason == "DeadlineExceeded" else "did not finish"
+                return HookOutcome(ok=False, failed_hook=hook, exit_code=124 if why == "timed out" else 1,
+                                   message=f'hook "{hook}" {why}')
+        if not state.succeeded:
+            return HookOutcome(ok=False, exit_code=1, message=f"Job {job.name} failed ({state.reason or 'unknown'})")
+        reason = None
+        if job.component == "prerun":
+            log = await self._log(job.namespace, pod.metadata.name, "done")
+            reason = skip_reason(log)
+        return HookOutcome(ok=True, skip_reason=reason)
+
+    async def _log(self, ns: str, pod: str, container: str) -> str:
+        try:
+            text: str = await self._call(self.core.read_namespaced_pod_log, pod, ns, container=container,
+                                         tail_lines=LOG_TAIL_LINES, action=f"read log of {pod}/{container}")
+            return text
+        except ApiException as e:
+            if e.status in (400, 404):
+                return ""
+            raise kube_error(e, action=f"read log of {pod}/{container}") from e
+
+    @activity.defn
+    async def read_agent_result(self, req: ResultRequest) -> AgentOutcome:
+        pod = await self._pod_of(req.job)
+        if pod is None:
+            if req.timed_out:
+                return agent_outcome("", None, timed_out=True)
+            return AgentOutcome(status="error", error=f"agent Job {req.job.name} has no pod", exit_code=1)
+        exit_code = None
+        for cs in pod.status.container_statuses or []:
+            if cs.name == "agent" and cs.state and cs.state.terminated:
+                exit_code = cs.state.terminated.exit_code
+        log = await self._log(req.job.namespace, pod.metadata.name, "agent")
+        outcome = agent_outcome(log, exit_code, timed_out=req.timed_out)
+        activity.logger.info("agent %s: %s (exit %s)", req.job.name, outcome.status, outcome.exit_code)
+        return outcome
+
+    @activity.defn
+    async def pod_name(self, job: JobRef) -> str:
+        pod = await self._pod_of(job)
+        return str(pod.metadata.name) if pod is not None else ""
+
+    @activity.defn
+    async def delete_job(self, req: DeleteJob) -> None:
+        await self._delete(self.batch.delete_namespaced_job, req.job.name, req.job.namespace,
+                           propagation="Foreground" if req.foreground else "Background", uid=req.job.uid)
+
+    async def _delete(self, fn: Callable[..., Any], name: str, ns: str, *, propagation: str = "Background",
+                      uid: str | None = None) -> None:
+        body: dict[str, Any] = {"propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await self._call(fn, name, ns, body=body, action=f"delete {name}")
+        except ApiException as e:
+            if e.status in (404, 409):  # gone already, or a newer object with that name is not ours
+                return
+            raise kube_error(e, action=f"delete {name}") from e
+
+    @activity.defn
+    async def cleanup(self, req: Cleanup) -> None:
+        """Remove what the run created: Jobs (unless kept), the workspace PVC, the lifecycle RBAC."""
+        ns, name, uid = req.ref.namespace, req.ref.name, req.ref.uid
+        selector = f"{mf.LABEL_RUN}={name}"
+        if not req.keep_jobs or req.kill_jobs:
+            jobs = await self._call(self.batch.list_namespaced_job, ns, label_selector=selector, action="list Jobs")
+            for job in jobs.items:
+                if any(o.uid == uid for o in job.metadata.owner_references or []):
+                    await self._delete(self.batch.delete_namespaced_job, job.metadata.name, ns,
+                                       propagation="Foreground", uid=job.metadata.uid)
+        await self._delete_owned(self.core.delete_namespaced_persistent_volume_claim,
+                                 self.core.read_namespaced_persistent_volume_claim, f"{name}-workspace", ns, uid)
+        lc = f"sympozium-lifecycle-{name}"
+        await self._delete_owned(self.rbac.delete_namespaced_role_binding, self.rbac.read_namespaced_role_binding,
+                                 lc, ns, uid)
+        await self._delete_owned(self.rbac.delete_namespaced_role, self.rbac.read_namespaced_role, lc, ns, uid)
+        await self._delete_owned(self.core.delete_namespaced_service_account, self.core.read_namespaced_service_account,
+                                 lc, ns, uid)
+
+    async def _delete_owned(self, delete: Callable[..., Any], read: Callable[..., Any], name: str, ns: str,
+                            run_uid: str) -> None:
+        """Delete `name` only if this run owns it (a same-named object of a newer run is left alone)."""
+        try:
+            obj = await self._call(read, name, ns, action=f"read {name}")
+        except ApiException as e:
+            if e.status == 404:
+                return
+            raise kube_error(e, action=f"read {name}") from e
+        if not any(o.uid == run_uid for o in obj.metadata.owner_references or []):
+            return
+        await self._delete(delete, name, ns, uid=obj.metadata.uid)
+
+    @activity.defn
+    async def release_run(self, start: StartRun) -> None:
+        """Remove our finalizer, so a deleted run object goes away once cleanup is done."""
+        ref = start.ref
+        for _attempt in range(5):
+            try:
+                run = await self._get_run(ref.namespace, ref.name)
+            except ApplicationError:
+                return  # already gone
+            if run["metadata"]["uid"] != ref.uid:
+                return
+            fins = run["metadata"].get("finalizers") or []
+            if FINALIZER not in fins:
+                return
+            patch = {"metadata": {"finalizers": [f for f in fins if f != FINALIZER],
+                                  "resourceVersion": run["metadata"]["resourceVersion"]}}
+            try:
+                await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace,
+                                 "agentruns", ref.name, patch, action="remove finalizer")
+                return
+            except ApiException as e:
+                if e.status == 404:
+                    return
+                if e.status == 409:
+                    continue
+                raise kube_error(e, action=f"remove finalizer of AgentRun {ref.name}") from e
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.resolve_run, self.write_status, self.ensure_lifecycle_rbac, self.ensure_workspace,
+                self.create_job, self.check_job, self.read_hook_outcome, self.read_agent_result, self.pod_name,
+                self.delete_job, self.cleanup, self.release_run]
+
+
+__all__ = ["AgentRunStatus", "KubeActivities", "RateLimiter"]

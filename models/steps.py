@@ -1,0 +1,102 @@
+"""Typed inputs and results of the AgentRun workflow, its activities and its signals.
+
+Everything that crosses the workflow boundary is one of these (pydantic, with defaults on
+new fields), never a loose dict: histories stay readable in the Temporal UI and replayable.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .agentrun import AgentRunStatus, Condition
+from .resolve import ResolvedRun, RunRef
+
+Component = Literal["prerun", "agent-run", "post-run"]
+
+
+class StartRun(BaseModel):
+    """The workflow's input: which run object to execute."""
+
+    ref: RunRef
+
+
+class Resolution(BaseModel):
+    """The resolved spec (or why it is invalid), plus the worker settings the run will use."""
+
+    resolved: ResolvedRun | None = None
+    problem: str | None = None
+    fallback_poll_seconds: int = 60
+    agent_name: str = ""
+
+
+class StatusWrite(BaseModel):
+    """Set the fields given in `status` (unset ones are left alone); conditions are upserted by type."""
+
+    ref: RunRef
+    status: AgentRunStatus
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class JobRequest(BaseModel):
+    run: ResolvedRun
+    component: Component
+    workflow_id: str
+    agent_exit_code: int = 0
+    agent_result: str = ""
+
+
+class JobRef(BaseModel):
+    namespace: str
+    name: str
+    uid: str
+    component: Component
+
+
+class RunningHook(BaseModel):
+    container: str
+    started_at: str
+
+
+class JobState(BaseModel):
+    job: JobRef
+    finished: bool = False
+    succeeded: bool = False
+    reason: str = ""  # the Job's Failed reason: DeadlineExceeded, BackoffLimitExceeded
+    pod_name: str = ""
+    running_hook: RunningHook | None = None
+    missing: bool = False
+
+
+class JobFinished(BaseModel):
+    """Signal from the bridge: a Job of this run reached Complete or Failed."""
+
+    name: str
+    uid: str
+    succeeded: bool
+
+
+class HookOutcome(BaseModel):
+    ok: bool
+    failed_hook: str = ""
+    exit_code: int = 0
+    skip_reason: str | None = None
+    message: str = ""
+
+
+class ResultRequest(BaseModel):
+    job: JobRef
+    timed_out: bool = False
+
+
+class Cleanup(BaseModel):
+    run: ResolvedRun | None = None
+    ref: RunRef
+    keep_jobs: bool = False
+    kill_jobs: bool = False
+
+
+class DeleteJob(BaseModel):
+    job: JobRef
+    foreground: bool = True

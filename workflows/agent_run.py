@@ -1,0 +1,326 @@
+"""AgentRunWorkflow: one AgentRun custom resource, executed durably (SPEC §3).
+
+The run reads as the phase list: resolve → RBAC → workspace → preRun → agent → postRun →
+finish, with cleanup in a `finally` that also runs when the run is deleted (the workflow is
+cancelled). It never polls a Job tightly: the bridge signals `job_finished`, and a slow
+fallback check (an activity) covers a missed event. All I/O is in activities; this module
+only decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.kube import KubeActivities
+    from activities.results import AgentOutcome
+    from models.agentrun import AgentRunStatus, Condition, TokenUsage
+    from models.resolve import ResolvedHook, ResolvedRun, RunRef
+    from models.steps import (
+        Cleanup,
+        DeleteJob,
+        HookOutcome,
+        JobFinished,
+        JobRef,
+        JobRequest,
+        JobState,
+        Resolution,
+        ResultRequest,
+        StartRun,
+        StatusWrite,
+    )
+
+    from . import policies
+
+SA_NAMESPACE = SearchAttributeKey.for_keyword("AgentRunNamespace")
+SA_NAME = SearchAttributeKey.for_keyword("AgentRunName")
+SA_AGENT = SearchAttributeKey.for_keyword("AgentName")
+SA_PHASE = SearchAttributeKey.for_keyword("AgentRunPhase")
+SA_GATE = SearchAttributeKey.for_keyword("GateState")
+
+
+def workflow_id(ref: RunRef) -> str:
+    """Derived from the run, so a run is never executed twice and a recreated name is a new run."""
+    return f"agentrun/{ref.namespace}/{ref.name}/{ref.uid}"
+
+
+class RunState(BaseModel):
+    """What the `status` query answers: the run as the workflow sees it right now."""
+
+    phase: str = "Pending"
+    step: str = "starting"
+    agent: str = ""
+    jobs: dict[str, str] = {}
+    result: str | None = None
+    error: str | None = None
+
+
+class RunResult(BaseModel):
+    phase: str
+    result: str | None = None
+    error: str | None = None
+
+
+class _Finished(Exception):
+    """Raised by a step that ends the run early (skip, invalid spec)."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(result.phase)
+        self.result = result
+
+
+def _ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(ts: str) -> datetime:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+@workflow.defn
+class AgentRunWorkflow:
+    def __init__(self) -> None:
+        self._state = RunState()
+        self._finished: dict[str, JobFinished] = {}
+        self._ref: RunRef | None = None
+        self._fallback = 60
+        self._failing = False
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    @workflow.signal
+    def job_finished(self, event: JobFinished) -> None:
+        """From the bridge: one of this run's Jobs completed or failed."""
+        self._finished[event.uid] = event
+
+    @workflow.query
+    def status(self) -> RunState:
+        return self._state
+
+    # -- run -------------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, start: StartRun) -> RunResult:
+        self._ref = start.ref
+        workflow.upsert_search_attributes([SA_NAMESPACE.value_set(start.ref.namespace),
+                                           SA_NAME.value_set(start.ref.name), SA_PHASE.value_set("Pending")])
+        # 1. Resolve the spec against the Agent, once; the result is the run's fixed input from now on.
+        res: Resolution = await self._act(KubeActivities.resolve_run, start, "resolve spec against its Agent")
+        self._fallback = max(1, res.fallback_poll_seconds)
+        self._state.agent = res.agent_name
+        if res.agent_name:
+            workflow.upsert_search_attributes([SA_AGENT.value_set(res.agent_name)])
+        # 2. Pending, as soon as the workflow runs (Sympozium leaves the phase empty here).
+        await self._phase("Pending", started_at=_ts(workflow.now()), workflow_id=workflow.info().workflow_id,
+                          observed_generation=start.ref.generation)
+        if res.resolved is None:
+            return await self._invalid(start, res.problem or "invalid spec")
+        run = res.resolved
+        try:
+            outcome = await self._execute(run)
+        except _Finished as f:
+            outcome = f.result
+        except asyncio.CancelledError:
+            # The run object is being deleted: kill its Jobs, remove what it made, let the object go.
+            self._state.step = "cancelled: cleaning up"
+            await self._cleanup(start, run, kill=True)
+            raise
+        except ActivityError as e:
+            # A step failed for good (its retries ran out): the run fails, and cleanup still happens.
+            outcome = await self._fail_quietly(f"{e.message}: {e.cause}" if e.cause else str(e))
+        await self._cleanup(start, run, kill=False)
+        return outcome
+
+    async def _fail_quietly(self, error: str) -> RunResult:
+        try:
+            await self._finish("Failed", error=error)
+        except _Finished as f:
+            return f.result
+        except ActivityError:
+            pass  # not even the status could be written; the workflow's own result still says why
+        return RunResult(phase="Failed", error=error)
+
+    async def _invalid(self, start: StartRun, problem: str) -> RunResult:
+        try:
+            await self._finish("Failed", error=problem,
+                               conditions=[self._cond("Validated", "False", "InvalidSpec", problem)])
+        except _Finished as f:
+            result = f.result
+        await self._act(KubeActivities.release_run, start, "release the run object", long=True)
+        return result
+
+    async def _execute(self, run: ResolvedRun) -> RunResult:
+        wid = workflow.info().workflow_id
+        req = JobRequest(run=run, component="agent-run", workflow_id=wid)
+        # 3. Lifecycle RBAC for the hooks (and the agent's permission-less account).
+        await self._act(KubeActivities.ensure_lifecycle_rbac, req,
+                        "lifecycle RBAC" if run.rbac else "agent service account")
+        # 4. Workspace PVC, shared by hooks and agent.
+        if run.has_hooks:
+            await self._act(KubeActivities.ensure_workspace, req, f"workspace PVC {run.ref.name}-workspace")
+        # 5. preRun hooks.
+        pre_failure: HookOutcome | None = None
+        if run.pre_run:
+            hook = await self._hooks(run, "prerun", req)
+            if hook.skip_reason is not None:
+                return await self._finish("Skipped", result=hook.skip_reason)
+            if not hook.ok:
+                pre_failure = hook
+        # 6. The agent.
+        if pre_failure is None:
+            outcome = await self._agent(run, req)
+        else:
+            outcome = AgentOutcome(status="error", error=f"preRun {pre_failure.message}",
+                                   exit_code=pre_failure.exit_code or 1)
+        if outcome.status == "skipped":
+            return await self._finish("Skipped", result=outcome.response)
+        conditions: list[Condition] = []
+        # 7. postRun hooks (they run after failures and timeouts too, with the real exit code).
+        if run.post_run:
+            text = outcome.response if outcome.status == "success" else outcome.error
+            post_req = req.model_copy(update={"component": "post-run", "agent_exit_code": outcome.exit_code,
+                                              "agent_result": text})
+            await self._status(exit_code=outcome.exit_code)
+            hook = await self._hooks(run, "post-run", post_req)
+            if not hook.ok:
+                conditions.append(self._cond("PostRunFailed", "True", "PostRunJobFailed",
+                                             f"postRun {hook.message}"))
+        # 8. Finish: the phase follows the agent's outcome.
+        usage = TokenUsage(input_tokens=outcome.metrics.input_tokens, output_tokens=outcome.metrics.output_tokens,
+                           total_tokens=outcome.metrics.input_tokens + outcome.metrics.output_tokens,
+                           tool_calls=outcome.metrics.tool_calls, duration_ms=outcome.metrics.duration_ms)
+        if outcome.status == "success":
+            return await self._finish("Succeeded", result=outcome.response, token_usage=usage,
+                                      exit_code=0 if run.post_run else None, conditions=conditions)
+        return await self._finish("Failed", error=outcome.error, conditions=conditions,
+                                  exit_code=outcome.exit_code if run.post_run else None)
+
+    async def _hooks(self, run: ResolvedRun, component: str, req: JobRequest) -> HookOutcome:
+        hooks = run.pre_run if component == "prerun" else run.post_run
+        job: JobRef = await self._act(KubeActivities.create_job, req.model_copy(update={"component": component}),
+                                      f"{component} Job with {len(hooks)} hook(s)")
+        self._state.jobs[component] = job.name
+        if component == "post-run":
+            await self._phase("PostRunning", post_run_job_name=job.name)
+        state = await self._wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
+                                 hooks=hooks)
+        outcome: HookOutcome = await self._act(KubeActivities.read_hook_outcome, state, f"read {component} outcome")
+        return outcome
+
+    async def _agent(self, run: ResolvedRun, req: JobRequest) -> AgentOutcome:
+        job: JobRef = await self._act(KubeActivities.create_job, req, f"agent Job {run.ref.name}")
+        self._state.jobs["agent-run"] = job.name
+        await self._phase("Running", job_name=job.name)
+        state = await self._wait(job, deadline=timedelta(seconds=run.timeout_seconds) + policies.AGENT_DEADLINE_GRACE)
+        timed_out = state.reason in ("DeadlineExceeded", "WorkflowDeadline")
+        outcome: AgentOutcome = await self._act(KubeActivities.read_agent_result,
+                                                ResultRequest(job=job, timed_out=timed_out), "read the agent's result")
+        if state.pod_name:
+            await self._status(pod_name=state.pod_name)
+        if timed_out:
+            await self._act(KubeActivities.delete_job, DeleteJob(job=job), "delete the timed-out agent Job")
+        return outcome
+
+    async def _wait(self, job: JobRef, *, deadline: timedelta, hooks: list[ResolvedHook] | None = None) -> JobState:
+        """Wait for the Job: woken by the bridge's signal, or by the slow fallback check, or a deadline."""
+        end = workflow.now() + deadline
+        by_container = {f"{'pre' if job.component == 'prerun' else 'post'}-{h.name}": h for h in hooks or []}
+        hook_end: datetime | None = None
+        while True:
+            now = workflow.now()
+            wake = min(float(self._fallback), (end - now).total_seconds())
+            if by_container:
+                # While hooks run, check at least as often as the shortest hook timeout allows.
+                wake = min(wake, float(min(h.timeout_seconds for h in by_container.values())))
+            if hook_end is not None:
+                wake = min(wake, (hook_end - now).total_seconds())
+            try:
+                await workflow.wait_condition(lambda: job.uid in self._finished, timeout=max(wake, 0.001))
+            except TimeoutError:
+                pass
+            state: JobState = await self._act(KubeActivities.check_job, job, f"check Job {job.name}")
+            if state.finished:
+                return state
+            now = workflow.now()
+            hook_end = None
+            if state.running_hook is not None and state.running_hook.container in by_container:
+                hook = by_container[state.running_hook.container]
+                hook_end = _parse(state.running_hook.started_at) + timedelta(seconds=hook.timeout_seconds)
+                if now >= hook_end:
+                    await self._act(KubeActivities.delete_job, DeleteJob(job=job), f"stop Job {job.name}: hook timeout")
+                    return state.model_copy(update={"finished": True, "succeeded": False,
+                                                    "reason": "DeadlineExceeded"})
+            if now >= end:
+                await self._act(KubeActivities.delete_job, DeleteJob(job=job), f"stop Job {job.name}: deadline")
+                return state.model_copy(update={"finished": True, "succeeded": False, "reason": "WorkflowDeadline"})
+            self._finished.pop(job.uid, None)
+
+    # -- status ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _cond(ctype: str, status: str, reason: str, message: str) -> Condition:
+        return Condition(type=ctype, status=status, reason=reason, message=message,
+                         last_transition_time=_ts(workflow.now()))
+
+    async def _status(self, conditions: list[Condition] | None = None, **fields: Any) -> None:
+        assert self._ref is not None
+        status = AgentRunStatus.model_validate({k: v for k, v in fields.items()})
+        write = StatusWrite(ref=self._ref, status=status, conditions=conditions or [])
+        await self._act(KubeActivities.write_status, write, "write status: " + ", ".join(sorted(fields)))
+
+    async def _phase(self, phase: str, **fields: Any) -> None:
+        self._state.phase = phase
+        self._state.step = phase
+        workflow.upsert_search_attributes([SA_PHASE.value_set(phase)])
+        await self._status(phase=phase, **fields)
+
+    async def _finish(self, phase: str, *, result: str | None = None, error: str | None = None,
+                      token_usage: TokenUsage | None = None, exit_code: int | None = None,
+                      conditions: list[Condition] | None = None) -> RunResult:
+        fields: dict[str, Any] = {"completed_at": _ts(workflow.now())}
+        if result is not None:
+            fields["result"] = result
+        if error is not None:
+            fields["error"] = error
+        if token_usage is not None and (token_usage.input_tokens or token_usage.output_tokens):
+            fields["token_usage"] = token_usage
+        if exit_code is not None:
+            fields["exit_code"] = exit_code
+        self._state.result, self._state.error = result, error
+        self._state.phase = phase
+        workflow.upsert_search_attributes([SA_PHASE.value_set(phase)])
+        await self._status(conditions=conditions, phase=phase, **fields)
+        raise _Finished(RunResult(phase=phase, result=result, error=error))
+
+    async def _cleanup(self, start: StartRun, run: ResolvedRun, *, kill: bool) -> None:
+        self._state.step = "cleanup"
+        req = Cleanup(run=run, ref=start.ref, keep_jobs=run.cleanup == "keep", kill_jobs=kill)
+        await self._act(KubeActivities.cleanup, req, "clean up Jobs, workspace and RBAC", long=True)
+        await self._act(KubeActivities.release_run, start, "release the run object", long=True)
+        self._state.step = "done"
+
+    # -- activity plumbing -----------------------------------------------------------------------
+
+    async def _act(self, fn: Any, arg: Any, summary: str, *, long: bool = False) -> Any:
+        try:
+            return await workflow.execute_activity_method(
+                fn, arg, summary=summary,
+                start_to_close_timeout=policies.KUBE_CALL,
+                schedule_to_close_timeout=policies.CLEANUP_STEP if long else policies.KUBE_STEP,
+                retry_policy=policies.KUBE_RETRY,
+            )
+        except ActivityError as e:
+            cause = e.cause
+            if isinstance(cause, ApplicationError) and cause.non_retryable and not long and not self._failing:
+                self._failing = True
+                # A permanent Kubernetes failure ends the run with a clear error (cleanup still runs).
+                await self._finish("Failed", error=f"{summary}: {cause.message}",
+                                   conditions=[self._cond("StepFailed", "True", cause.type or "Error", cause.message)])
+            raise

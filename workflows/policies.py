@@ -1,0 +1,24 @@
+"""Timeouts and retry policies of the AgentRun workflow's activities, in one place."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+# Kubernetes calls: transient failures (409/429/5xx, connection errors) retry with backoff, for
+# long enough to ride out an API server restart; permanent ones are non-retryable errors.
+KUBE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=0,  # bounded by schedule_to_close below
+)
+KUBE_CALL = timedelta(seconds=30)  # one attempt
+KUBE_STEP = timedelta(minutes=10)  # all attempts of one step
+
+# Cleanup must eventually happen; it retries for longer.
+CLEANUP_STEP = timedelta(hours=1)
+
+# Extra time after the agent's own deadline before the workflow stops waiting for the Job.
+AGENT_DEADLINE_GRACE = timedelta(seconds=30)
