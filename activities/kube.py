@@ -42,6 +42,7 @@ from .errors import kube_error
 from .results import AgentOutcome, agent_outcome, skip_reason
 
 FINALIZER = "agentrun.dev/cleanup"
+RUN_GONE = "RunGone"
 GROUP, VERSION = "sympozium.ai", "v1alpha1"
 LOG_TAIL_LINES = 1000
 
@@ -120,7 +121,10 @@ class KubeActivities:
                                    "agentruns", name, action=f"read AgentRun {name}")
             return cast(dict[str, Any], obj)
         except ApiException as e:
-            raise kube_error(e, action=f"read AgentRun {ns}/{name}", creating=True) from e
+            if e.status == 404:
+                raise ApplicationError(f"AgentRun {ns}/{name} no longer exists", type=RUN_GONE,
+                                       non_retryable=True) from e
+            raise kube_error(e, action=f"read AgentRun {ns}/{name}") from e
 
     @activity.defn
     async def resolve_run(self, start: StartRun) -> Resolution:
@@ -129,7 +133,7 @@ class KubeActivities:
         run = await self._get_run(ref.namespace, ref.name)
         if run["metadata"]["uid"] != ref.uid:
             raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} was replaced by a newer object",
-                                   type="RunReplaced", non_retryable=True)
+                                   type=RUN_GONE, non_retryable=True)
         await self._ensure_finalizer(run)
         agent_name = str((run.get("spec") or {}).get("agentRef") or (run.get("spec") or {}).get("instanceRef") or "")
         out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=agent_name)
@@ -187,11 +191,14 @@ class KubeActivities:
     async def write_status(self, req: StatusWrite) -> None:
         """Write status through the status subresource; conditions are upserted by type, never duplicated."""
         ref = req.ref
-        fields = req.status.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        # Only the fields the workflow set (not None) are written; conditions are merged below.
+        fields = req.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+        fields.pop("conditions", None)
         for _attempt in range(5):
             run = await self._get_run(ref.namespace, ref.name)
             if run["metadata"]["uid"] != ref.uid:
-                return  # the run we were writing for is gone and replaced
+                raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} was replaced by a newer object",
+                                       type=RUN_GONE, non_retryable=True)
             status = dict(run.get("status") or {})
             status.update(fields)
             if req.conditions:

@@ -1,1 +1,1 @@
-"""bridge package."""
+"""The bridge: Kubernetes watches to Temporal starts, cancels and signals."""

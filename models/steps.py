@@ -32,7 +32,7 @@ class Resolution(BaseModel):
 
 
 class StatusWrite(BaseModel):
-    """Set the fields given in `status` (unset ones are left alone); conditions are upserted by type."""
+    """Set the fields of `status` that are not None (others are left alone); conditions are upserted by type."""
 
     ref: RunRef
     status: AgentRunStatus

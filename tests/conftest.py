@@ -21,8 +21,10 @@ Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture(scope="session")
 def localkube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Handle]:
+    # The agent image runs the reference agent program, as `agentrun up` maps it.
+    image_map = {"ghcr.io/sympozium-ai/sympozium/agent-runner:latest": [sys.executable, "-m", "agentrunner"]}
     with running_localkube(tmp_path_factory.mktemp("localkube"), job_backoff_seconds=0.2,
-                           bookmark_interval=0.5) as lk:
+                           bookmark_interval=0.5, image_map=image_map) as lk:
         yield lk
 
 

@@ -1,1 +1,1 @@
-"""worker package."""
+"""The Temporal worker process."""

@@ -19,7 +19,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.kube import KubeActivities
+    from activities.kube import RUN_GONE, KubeActivities
     from activities.results import AgentOutcome
     from models.agentrun import AgentRunStatus, Condition, TokenUsage
     from models.resolve import ResolvedHook, ResolvedRun, RunRef
@@ -76,6 +76,10 @@ class _Finished(Exception):
         self.result = result
 
 
+def _run_gone(e: ActivityError) -> bool:
+    return isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE
+
+
 def _ts(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -112,7 +116,12 @@ class AgentRunWorkflow:
         workflow.upsert_search_attributes([SA_NAMESPACE.value_set(start.ref.namespace),
                                            SA_NAME.value_set(start.ref.name), SA_PHASE.value_set("Pending")])
         # 1. Resolve the spec against the Agent, once; the result is the run's fixed input from now on.
-        res: Resolution = await self._act(KubeActivities.resolve_run, start, "resolve spec against its Agent")
+        try:
+            res: Resolution = await self._act(KubeActivities.resolve_run, start, "resolve spec against its Agent")
+        except ActivityError as e:
+            if _run_gone(e):
+                return RunResult(phase="Deleted", error="the run object was deleted before it started")
+            raise
         self._fallback = max(1, res.fallback_poll_seconds)
         self._state.agent = res.agent_name
         if res.agent_name:
@@ -318,7 +327,8 @@ class AgentRunWorkflow:
             )
         except ActivityError as e:
             cause = e.cause
-            if isinstance(cause, ApplicationError) and cause.non_retryable and not long and not self._failing:
+            if (isinstance(cause, ApplicationError) and cause.non_retryable and not long and not self._failing
+                    and not _run_gone(e)):
                 self._failing = True
                 # A permanent Kubernetes failure ends the run with a clear error (cleanup still runs).
                 await self._finish("Failed", error=f"{summary}: {cause.message}",

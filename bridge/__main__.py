@@ -1,0 +1,7 @@
+"""`python -m bridge`."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())

@@ -1,0 +1,108 @@
+"""Lease-based leader election (coordination.k8s.io/v1), as client-go's leaderelection does it.
+
+Several bridge replicas may run; only the holder of the Lease watches and acts. A leader
+that cannot renew within the lease duration loses it and stops acting; a follower takes an
+expired lease over. Writes use resourceVersion, so two candidates never both win.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+log = logging.getLogger("agentrun.bridge.leader")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _micro(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(self, api: client.ApiClient, *, namespace: str, name: str, identity: str,
+                 lease_seconds: int = 15, renew_seconds: float = 5.0) -> None:
+        self.coord = client.CoordinationV1Api(api)
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_seconds = lease_seconds
+        self.renew_seconds = renew_seconds
+        self.is_leader = asyncio.Event()
+        self.lost = asyncio.Event()
+
+    async def run(self) -> None:
+        """Try to acquire, then keep renewing; sets `is_leader`, and `lost` if leadership goes."""
+        while True:
+            try:
+                held = await asyncio.to_thread(self._try_acquire_or_renew)
+            except Exception as e:
+                log.warning("lease %s/%s: %s", self.namespace, self.name, e)
+                held = False
+            if held and not self.is_leader.is_set():
+                log.info("%s became leader", self.identity)
+                self.is_leader.set()
+            elif not held and self.is_leader.is_set():
+                log.warning("%s lost leadership", self.identity)
+                self.is_leader.clear()
+                self.lost.set()
+            await asyncio.sleep(self.renew_seconds if held else self.renew_seconds / 2)
+
+    def _try_acquire_or_renew(self) -> bool:
+        now = _now()
+        try:
+            lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            body: Any = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
+                             "acquireTime": _micro(now), "renewTime": _micro(now), "leaseTransitions": 0}}
+            try:
+                self.coord.create_namespaced_lease(self.namespace, body)
+                return True
+            except ApiException as e2:
+                if e2.status == 409:
+                    return False
+                raise
+        spec = lease.spec
+        holder = spec.holder_identity or ""
+        renew = spec.renew_time
+        duration = spec.lease_duration_seconds or self.lease_seconds
+        expired = renew is None or (now - renew).total_seconds() > duration
+        if holder != self.identity and not expired:
+            return False
+        new_spec = {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
+                    "renewTime": _micro(now)}
+        if holder != self.identity:
+            new_spec["acquireTime"] = _micro(now)
+            new_spec["leaseTransitions"] = (spec.lease_transitions or 0) + 1
+        patch = {"metadata": {"resourceVersion": lease.metadata.resource_version}, "spec": new_spec}
+        try:
+            self.coord.patch_namespaced_lease(self.name, self.namespace, patch)
+            return True
+        except ApiException as e:
+            if e.status == 409:
+                return False
+            raise
+
+    def release(self) -> None:
+        """Give the lease up on a clean shutdown, so another replica takes over at once."""
+        if not self.is_leader.is_set():
+            return
+        try:
+            lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace)
+            if lease.spec.holder_identity == self.identity:
+                patch = {"metadata": {"resourceVersion": lease.metadata.resource_version},
+                         "spec": {"holderIdentity": "", "renewTime": None}}
+                self.coord.patch_namespaced_lease(self.name, self.namespace, patch)
+        except ApiException as e:
+            log.info("releasing lease: %s", e.reason)

@@ -1,0 +1,243 @@
+"""The bridge: Kubernetes events in, Temporal calls out.
+
+- a new (or not yet started) AgentRun ⇒ start its workflow, idempotently (the workflow ID is
+  derived from namespace, name and uid, and duplicates are rejected by Temporal);
+- an AgentRun being deleted ⇒ cancel its workflow (whose cleanup then releases the object);
+- a run's Job that completed or failed ⇒ signal the owning workflow.
+
+One watch per kind for all runs, never one per run. On start (and after any watch restart)
+the watches begin with a full list, so whatever happened while the bridge was down is
+reconciled. Several replicas are safe: only the Lease holder acts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from typing import Any
+
+from kubernetes import client
+from pydantic_settings import SettingsConfigDict
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.manifests import ANNOTATION_WORKFLOW, LABEL_RUN
+from models.agentrun import TERMINAL_PHASES
+from models.resolve import RunRef
+from models.steps import JobFinished, StartRun
+from worker.settings import WorkerSettings
+from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
+
+from .leader import LeaderElector
+from .watch import KindWatcher
+
+log = logging.getLogger("agentrun.bridge")
+GROUP, VERSION = "sympozium.ai", "v1alpha1"
+
+
+class BridgeSettings(WorkerSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENTRUN_", env_nested_delimiter="__", extra="ignore")
+
+    # Namespaces to watch; empty = all.
+    namespaces: list[str] = []
+    lease_namespace: str = "default"
+    lease_name: str = "agentrun-bridge"
+    identity: str = ""
+
+
+class Bridge:
+    def __init__(self, settings: BridgeSettings, api: client.ApiClient, temporal: Client) -> None:
+        self.settings = settings
+        self.api = api
+        self.temporal = temporal
+        self.custom = client.CustomObjectsApi(api)
+        self.batch = client.BatchV1Api(api)
+        self._signalled: set[str] = set()
+        self._started: set[str] = set()
+        self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
+                                     identity=self.identity)
+
+    # -- watches ---------------------------------------------------------------------------------
+
+    def _watchers(self) -> list[tuple[KindWatcher, Any]]:
+        out: list[tuple[KindWatcher, Any]] = []
+        namespaces = self.settings.namespaces or [""]
+        for ns in namespaces:
+            if ns:
+                runs = KindWatcher(self.api, self.custom.list_namespaced_custom_object, name=f"agentruns/{ns}",
+                                   group=GROUP, version=VERSION, namespace=ns, plural="agentruns")
+                jobs = KindWatcher(self.api, self.batch.list_namespaced_job, name=f"jobs/{ns}", namespace=ns,
+                                   label_selector=LABEL_RUN)
+            else:
+                runs = KindWatcher(self.api, self.custom.list_cluster_custom_object, name="agentruns",
+                                   group=GROUP, version=VERSION, plural="agentruns")
+                jobs = KindWatcher(self.api, self.batch.list_job_for_all_namespaces, name="jobs",
+                                   label_selector=LABEL_RUN)
+            out += [(runs, self.on_run), (jobs, self.on_job)]
+        return out
+
+    async def run(self, stop: asyncio.Event) -> None:
+        elector = asyncio.create_task(self.elector.run())
+        try:
+            while not stop.is_set():
+                leader = asyncio.create_task(self.elector.is_leader.wait())
+                stopping = asyncio.create_task(stop.wait())
+                await asyncio.wait({leader, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                leader.cancel()
+                stopping.cancel()
+                if stop.is_set():
+                    break
+                await self._lead(stop)
+        finally:
+            elector.cancel()
+            await asyncio.to_thread(self.elector.release)
+
+    async def _lead(self, stop: asyncio.Event) -> None:
+        """Act while leading; stop acting as soon as the lease is lost."""
+        self.elector.lost.clear()
+        watchers = self._watchers()
+        tasks = []
+        for w, handler in watchers:
+            w.start()
+            tasks.append(asyncio.create_task(self._pump(w, handler)))
+        lost = asyncio.create_task(self.elector.lost.wait())
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({lost, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w, _ in watchers:
+                w.stop()
+            for t in (*tasks, lost, stopping):
+                t.cancel()
+
+    async def _pump(self, w: KindWatcher, handler: Any) -> None:
+        while True:
+            typ, obj = await w.queue.get()
+            try:
+                await handler(typ, obj)
+            except Exception:  # one malformed object must never stop the bridge
+                meta = obj.get("metadata") or {}
+                log.exception("handling %s %s/%s failed", typ, meta.get("namespace"), meta.get("name"))
+
+    # -- AgentRuns -------------------------------------------------------------------------------
+
+    async def on_run(self, typ: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        ns, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
+        if not (ns and name and uid):
+            return
+        ref = RunRef(namespace=ns, name=name, uid=uid, generation=int(meta.get("generation") or 1))
+        wid = workflow_id(ref)
+        if typ == "DELETED":
+            return
+        if meta.get("deletionTimestamp"):
+            await self._cancel(wid, ref)
+            return
+        phase = (obj.get("status") or {}).get("phase")
+        if phase in TERMINAL_PHASES or wid in self._started:
+            return
+        await self._start(ref, wid)
+
+    async def _start(self, ref: RunRef, wid: str) -> None:
+        s = self.settings
+        try:
+            await self.temporal.start_workflow(
+                AgentRunWorkflow.run,
+                StartRun(ref=ref),
+                id=wid,
+                task_queue=s.temporal.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(SA_NAMESPACE, ref.namespace),
+                    SearchAttributePair(SA_NAME, ref.name),
+                    SearchAttributePair(SA_PHASE, "Pending"),
+                ]),
+                static_summary=f"AgentRun {ref.namespace}/{ref.name}",
+                static_details=f"kubectl get agentrun {ref.name} -n {ref.namespace} -o yaml",
+            )
+            log.info("started %s", wid)
+        except WorkflowAlreadyStartedError:
+            pass  # another replica, or an earlier life of this one, started it: nothing to do
+        self._started.add(wid)
+
+    async def _cancel(self, wid: str, ref: RunRef) -> None:
+        handle: WorkflowHandle[Any, Any] = self.temporal.get_workflow_handle(wid)
+        try:
+            desc = await handle.describe()
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                await self._release_orphan(ref)
+                return
+            raise
+        if desc.status is not None and desc.status.name == "RUNNING":
+            await handle.cancel()
+            log.info("cancelled %s (run deleted)", wid)
+        else:
+            # The workflow is over but the object still carries our finalizer (e.g. it ended
+            # before the deletion was seen): nothing is left to clean, let the object go.
+            await self._release_orphan(ref)
+
+    async def _release_orphan(self, ref: RunRef) -> None:
+        from activities.kube import FINALIZER
+
+        def release() -> None:
+            obj: Any = self.custom.get_namespaced_custom_object(GROUP, VERSION, ref.namespace, "agentruns", ref.name)
+            fins = obj["metadata"].get("finalizers") or []
+            if obj["metadata"]["uid"] != ref.uid or FINALIZER not in fins:
+                return
+            patch = {"metadata": {"finalizers": [f for f in fins if f != FINALIZER],
+                                  "resourceVersion": obj["metadata"]["resourceVersion"]}}
+            self.custom.patch_namespaced_custom_object(GROUP, VERSION, ref.namespace, "agentruns", ref.name, patch)
+
+        try:
+            await asyncio.to_thread(release)
+        except client.ApiException as e:
+            if e.status not in (404, 409):
+                raise
+
+    # -- Jobs ------------------------------------------------------------------------------------
+
+    async def on_job(self, typ: str, obj: dict[str, Any]) -> None:
+        if typ == "DELETED":
+            return
+        meta = obj.get("metadata") or {}
+        wid = (meta.get("annotations") or {}).get(ANNOTATION_WORKFLOW)
+        uid = meta.get("uid")
+        if not wid or not uid or uid in self._signalled:
+            return
+        conds = (obj.get("status") or {}).get("conditions") or []
+        done = next((c for c in conds if c.get("status") == "True" and c.get("type") in ("Complete", "Failed")), None)
+        if done is None:
+            return
+        event = JobFinished(name=meta.get("name", ""), uid=uid, succeeded=done["type"] == "Complete")
+        try:
+            await self.temporal.get_workflow_handle(wid).signal(AgentRunWorkflow.job_finished, event)
+        except RPCError as e:
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+        self._signalled.add(uid)
+
+
+async def run(settings: BridgeSettings) -> None:
+    temporal = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace,
+                                    data_converter=pydantic_data_converter)
+    bridge = Bridge(settings, settings.kube.api_client(), temporal)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("bridge %s starting", bridge.identity)
+    await bridge.run(stop)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run(BridgeSettings()))
+    return 0

@@ -1,0 +1,1 @@
+"""End-to-end tests: localkube + Temporal dev server + worker + bridge."""
