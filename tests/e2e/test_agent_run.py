@@ -5,6 +5,7 @@ from __future__ import annotations
 from kubernetes import client
 
 from tests.e2e.conftest import Stack, agent, agent_run
+from tests.waiting import wait_for
 
 
 def test_plain_run_succeeds_with_the_agents_result(stack: Stack, namespace: str) -> None:
@@ -16,5 +17,7 @@ def test_plain_run_succeeds_with_the_agents_result(stack: Stack, namespace: str)
     assert status["result"].startswith("echo: say hi")
     assert status["workflowId"].startswith(f"agentrun/{namespace}/r1/")
     assert status["jobName"] == "r1" and status["startedAt"] and status["completedAt"]
-    jobs = client.BatchV1Api(stack.api).list_namespaced_job(namespace, label_selector="sympozium.ai/agent-run=r1")
-    assert [j.metadata.name for j in jobs.items] in ([], ["r1"])
+    batch = client.BatchV1Api(stack.api)
+    wait_for(lambda: not batch.list_namespaced_job(namespace, label_selector="sympozium.ai/agent-run=r1").items,
+             what="the run's Job to be cleaned up (cleanup: delete)")
+    assert "agentrun.dev/cleanup" not in (run["metadata"].get("finalizers") or []) or stack.get_run(namespace, "r1")
