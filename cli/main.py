@@ -1,113 +1,98 @@
-"""The `agentrun` command line.
-
-For now it carries the demo of the embedded stack: start localkube and run a Job through it
-with the real `kubernetes` client and the real `kubectl`. Later commands (up, down, apply,
-list, get, logs) join here.
-"""
+"""The `agentrun` command line: the embedded stack, runs, and the processes themselves."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-from kubernetes import client, config, watch
+from . import runs
+from .up import DEFAULT_STATE_DIR, down, endpoints, up
 
-from localkube.testing import running_localkube
-
-DEMO_JOB: dict[str, Any] = {
-    "apiVersion": "batch/v1",
-    "kind": "Job",
-    "metadata": {"name": "hello", "namespace": "default"},
-    "spec": {
-        "backoffLimit": 0,
-        "template": {
-            "spec": {
-                "restartPolicy": "Never",
-                "initContainers": [{
-                    "name": "fetch",
-                    "image": "busybox:1.36",
-                    "command": ["sh", "-c", "echo 'context fetched by the init container' > /workspace/context.txt"],
-                    "volumeMounts": [{"name": "work", "mountPath": "/workspace"}],
-                }],
-                "containers": [{
-                    "name": "main",
-                    "image": "busybox:1.36",
-                    "command": ["sh", "-c", 'echo "pod $HOSTNAME read: $(cat /workspace/context.txt)"; '
-                                            "kubectl get job hello -o jsonpath='{.metadata.name}' 2>&1 | "
-                                            "sed 's/^/kubectl as the pod: /'; echo"],
-                    "volumeMounts": [{"name": "work", "mountPath": "/workspace"}],
-                }],
-                "volumes": [{"name": "work", "persistentVolumeClaim": {"claimName": "hello-workspace"}}],
-            }
-        },
-    },
-}
-
-DEMO_PVC: dict[str, Any] = {
-    "apiVersion": "v1",
-    "kind": "PersistentVolumeClaim",
-    "metadata": {"name": "hello-workspace", "namespace": "default"},
-    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-}
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def _kubectl() -> str:
-    venv_kubectl = Path(sys.executable).parent / "kubectl"
-    return str(venv_kubectl) if venv_kubectl.exists() else (shutil.which("kubectl") or "kubectl")
+def _session(args: argparse.Namespace) -> runs.Session:
+    state = args.state_dir
+    if (state / "endpoints.json").exists():
+        info = endpoints(state)
+        return runs.Session(info["kubeconfig"], info.get("temporal_ui", ""))
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        raise SystemExit(f"no stack in {state} and no KUBECONFIG set; run `agentrun up` first")
+    return runs.Session(kubeconfig)
 
 
 def demo(state_dir: Path) -> int:
-    """Start localkube, run a Job whose init container and container share a PVC, print the outcome."""
-    if state_dir.exists():
-        shutil.rmtree(state_dir)
-    with running_localkube(state_dir, job_backoff_seconds=1.0) as lk:
-        print(f"localkube is serving at {lk.url}; kubeconfig: {lk.kubeconfig}")
-        api_client = config.new_client_from_config(str(lk.kubeconfig))
-        core = client.CoreV1Api(api_client)
-        batch = client.BatchV1Api(api_client)
-        core.create_namespaced_persistent_volume_claim("default", DEMO_PVC)  # type: ignore[arg-type]
-        job = api_client.sanitize_for_serialization(
-            batch.create_namespaced_job("default", DEMO_JOB))  # type: ignore[arg-type]
-        print(f"created job/{job['metadata']['name']} (uid {job['metadata']['uid']})")
-        outcome = _wait_job(batch, "hello", timeout=120)
-        env = {**os.environ, "KUBECONFIG": str(lk.kubeconfig)}
-        kubectl = _kubectl()
-        for args in (["get", "jobs,pods,pvc"], ["logs", "job/hello", "-c", "main"]):
-            out = subprocess.run([kubectl, *args], env=env, capture_output=True, text=True, timeout=60)
-            print(f"$ kubectl {' '.join(args)}\n{out.stdout}{out.stderr}")
-        print(f"job/hello: {outcome}")
-        return 0 if outcome == "Complete" else 1
-
-
-def _wait_job(batch: Any, name: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    w = watch.Watch()
-    while time.monotonic() < deadline:
-        for ev in w.stream(batch.list_namespaced_job, "default", field_selector=f"metadata.name={name}",
-                           timeout_seconds=max(1, int(deadline - time.monotonic()))):
-            for c in ev["object"].status.conditions or []:
-                if c.type in ("Complete", "Failed") and c.status == "True":
-                    w.stop()
-                    return str(c.type)
-    return "timed out"
+    """Bring the embedded stack up, run the lifecycle example to the end, print it, stop."""
+    up(state_dir, detach=True, fallback_poll_seconds=10)
+    try:
+        info = endpoints(state_dir)
+        s = runs.Session(info["kubeconfig"], info["temporal_ui"])
+        files = [EXAMPLES / "agent.yaml", EXAMPLES / "prerun-context.yaml"]
+        code = runs.apply(s, files, "default", wait=True, timeout=180)
+        print(f"(the stack is still up while this prints; Temporal UI: {info['temporal_ui']})")
+        return code
+    finally:
+        down(state_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agentrun", description="Run AI agents on Kubernetes with Temporal.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("demo", help="start localkube and run a Job through it")
-    d.add_argument("--state-dir", type=Path, default=Path(".state/demo"))
-    args = parser.parse_args(argv)
+    p = argparse.ArgumentParser(prog="agentrun", description="Run AI agents on Kubernetes with Temporal.")
+    p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR,
+                   help=f"where the embedded stack keeps its state (default {DEFAULT_STATE_DIR})")
+    sub = p.add_subparsers(dest="command", required=True)
+    u = sub.add_parser("up", help="start the embedded stack (Temporal, localkube, NATS, worker, bridge)")
+    u.add_argument("--detach", action="store_true", help="return once healthy, leaving the stack running")
+    sub.add_parser("down", help="stop the embedded stack")
+    a = sub.add_parser("apply", help="create Agents, AgentRuns and other objects from YAML")
+    a.add_argument("-f", "--filename", type=Path, action="append", required=True)
+    a.add_argument("-n", "--namespace", default="default")
+    a.add_argument("--wait", action="store_true", help="follow each AgentRun until it ends")
+    a.add_argument("--timeout", type=float, default=600)
+    ls = sub.add_parser("list", help="list AgentRuns")
+    ls.add_argument("-n", "--namespace", default="default")
+    ls.add_argument("-A", "--all-namespaces", action="store_true")
+    g = sub.add_parser("get", help="show one AgentRun")
+    g.add_argument("name")
+    g.add_argument("-n", "--namespace", default="default")
+    lg = sub.add_parser("logs", help="the agent's log, or a hook's with --hook")
+    lg.add_argument("name")
+    lg.add_argument("-n", "--namespace", default="default")
+    lg.add_argument("--hook")
+    sub.add_parser("worker", help="run the Temporal worker (settings from AGENTRUN_* variables)")
+    sub.add_parser("bridge", help="run the bridge (settings from AGENTRUN_* variables)")
+    d = sub.add_parser("demo", help="up, run the lifecycle example to the end, down")
+    d.add_argument("--demo-state-dir", type=Path, default=Path(".state/demo"))
+    args = p.parse_args(argv)
+    args.state_dir = args.state_dir.resolve()
     logging.basicConfig(level=logging.WARNING)
+
+    if args.command == "up":
+        return up(args.state_dir, detach=args.detach)
+    if args.command == "down":
+        return down(args.state_dir)
     if args.command == "demo":
-        return demo(args.state_dir.resolve())
+        return demo(args.demo_state_dir.resolve())
+    if args.command == "worker":
+        from worker.main import main as worker_main
+
+        return worker_main()
+    if args.command == "bridge":
+        from bridge.main import main as bridge_main
+
+        return bridge_main()
+    s = _session(args)
+    if args.command == "apply":
+        return runs.apply(s, args.filename, args.namespace, wait=args.wait, timeout=args.timeout)
+    if args.command == "list":
+        return runs.list_runs(s, None if args.all_namespaces else args.namespace)
+    if args.command == "get":
+        return runs.get_run(s, args.namespace, args.name)
+    if args.command == "logs":
+        return runs.logs(s, args.namespace, args.name, args.hook)
     return 2
 
 

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, lk.request_stop)
         task = asyncio.create_task(lk.serve())
         await lk.ready.wait()
-        print(json.dumps({"kubeconfig": str(lk.kubeconfig), "server": f"http://127.0.0.1:{lk.port}"}), flush=True)
+        print(json.dumps({"kubeconfig": str(lk.kubeconfig), "server": f"https://127.0.0.1:{lk.port}"}), flush=True)
         await task
 
     asyncio.run(run())

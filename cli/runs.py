@@ -1,0 +1,167 @@
+"""`agentrun apply | list | get | logs`: working with runs from a terminal."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import quote
+
+import yaml
+from kubernetes import client, config, utils, watch
+from kubernetes.client.rest import ApiException
+
+from models.agentrun import TERMINAL_PHASES
+
+GROUP, VERSION = "sympozium.ai", "v1alpha1"
+PLURALS = {"Agent": "agents", "SympoziumInstance": "sympoziuminstances", "AgentRun": "agentruns",
+           "SympoziumSchedule": "sympoziumschedules", "SympoziumPolicy": "sympoziumpolicies"}
+
+
+class Session:
+    def __init__(self, kubeconfig: str, temporal_ui: str = "") -> None:
+        self.api = config.new_client_from_config(kubeconfig)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.core = client.CoreV1Api(self.api)
+        self.temporal_ui = temporal_ui
+
+    def run(self, ns: str, name: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "agentruns", name))
+
+
+def apply(s: Session, files: list[Path], namespace: str, *, wait: bool, timeout: float) -> int:
+    runs: list[str] = []
+    for f in files:
+        docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
+        for doc in docs:
+            kind = doc.get("kind", "")
+            name = doc.get("metadata", {}).get("name") or doc.get("metadata", {}).get("generateName", "")
+            ns = doc.get("metadata", {}).get("namespace") or namespace
+            if kind in PLURALS:
+                try:
+                    created = cast(dict[str, Any], s.custom.create_namespaced_custom_object(
+                        GROUP, VERSION, ns, PLURALS[kind], doc))
+                    name = created["metadata"]["name"]
+                    print(f"{kind.lower()}/{name} created")
+                except ApiException as e:
+                    if e.status != 409:
+                        print(f"{kind.lower()}/{name}: {_message(e)}", file=sys.stderr)
+                        return 1
+                    if kind == "AgentRun":
+                        print(f"agentrun/{name} already exists (a run executes once; delete it or pick a new name)",
+                              file=sys.stderr)
+                        return 1
+                    print(f"{kind.lower()}/{name} unchanged (exists)")
+                if kind == "AgentRun":
+                    runs.append(f"{ns}/{name}")
+            else:
+                try:
+                    utils.create_from_dict(s.api, doc, namespace=ns)
+                    print(f"{kind.lower()}/{name} created")
+                except utils.FailToCreateError as e:
+                    if all(getattr(x, "status", 0) == 409 for x in e.api_exceptions):
+                        print(f"{kind.lower()}/{name} unchanged (exists)")
+                    else:
+                        print(f"{kind.lower()}/{name}: {e}", file=sys.stderr)
+                        return 1
+    if not wait:
+        return 0
+    worst = 0
+    for key in runs:
+        ns, name = key.split("/", 1)
+        phase = follow(s, ns, name, timeout=timeout)
+        worst = max(worst, 0 if phase == "Succeeded" or phase == "Skipped" else 1)
+    return worst
+
+
+def follow(s: Session, ns: str, name: str, *, timeout: float) -> str:
+    """Print each phase as it happens; then the result or error and the Temporal UI link."""
+    deadline = time.monotonic() + timeout
+    seen = ""
+    w = watch.Watch()
+    while time.monotonic() < deadline:
+        for ev in w.stream(s.custom.list_namespaced_custom_object, GROUP, VERSION, ns, "agentruns",
+                           field_selector=f"metadata.name={name}", timeout_seconds=10):
+            status = (ev["object"].get("status") or {})
+            phase = status.get("phase") or ""
+            if phase and phase != seen:
+                seen = phase
+                print(f"agentrun/{name}: {phase}")
+            if phase in TERMINAL_PHASES:
+                w.stop()
+                _summary(s, ev["object"])
+                return phase
+            if time.monotonic() > deadline:
+                break
+    print(f"agentrun/{name}: still {seen or 'not started'} after {timeout:.0f}s", file=sys.stderr)
+    return seen
+
+
+def _summary(s: Session, run: dict[str, Any]) -> None:
+    st = run.get("status") or {}
+    if st.get("result"):
+        print(f"result:\n{st['result']}")
+    if st.get("error"):
+        print(f"error: {st['error']}")
+    for c in st.get("conditions") or []:
+        if c.get("type") in ("PostRunFailed", "StepFailed") and c.get("status") == "True":
+            print(f"condition {c['type']}: {c.get('message', '')}")
+    if st.get("workflowId") and s.temporal_ui:
+        print(f"temporal: {s.temporal_ui}/namespaces/default/workflows/{quote(st['workflowId'], safe='')}")
+
+
+def list_runs(s: Session, namespace: str | None) -> int:
+    if namespace:
+        items = cast(dict[str, Any], s.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "agentruns"))
+    else:
+        items = cast(dict[str, Any], s.custom.list_cluster_custom_object(GROUP, VERSION, "agentruns"))
+    rows = [("NAMESPACE", "NAME", "AGENT", "PHASE", "GATE", "CREATED")]
+    for r in items.get("items", []):
+        st = r.get("status") or {}
+        rows.append((r["metadata"]["namespace"], r["metadata"]["name"], (r.get("spec") or {}).get("agentRef", ""),
+                     st.get("phase", ""), (st.get("gate") or {}).get("state", ""),
+                     r["metadata"].get("creationTimestamp", "")))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def get_run(s: Session, ns: str, name: str) -> int:
+    try:
+        print(yaml.safe_dump(s.run(ns, name), sort_keys=False), end="")
+    except ApiException as e:
+        print(_message(e), file=sys.stderr)
+        return 1
+    return 0
+
+
+def logs(s: Session, ns: str, name: str, hook: str | None) -> int:
+    if hook is None:
+        job, container = name, "agent"
+    else:
+        run = s.run(ns, name)
+        lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
+        pre = {h.get("name") for h in lifecycle.get("preRun") or []}
+        job, container = (f"{name}-prerun", f"pre-{hook}") if hook in pre else (f"{name}-postrun", f"post-{hook}")
+    pods: Any = s.core.list_namespaced_pod(ns, label_selector=f"job-name={job}")
+    if not pods.items:
+        print(f"no pod for Job {job} (it may have been cleaned up; use cleanup: keep to retain it)", file=sys.stderr)
+        return 1
+    pod = sorted(pods.items, key=lambda p: p.metadata.creation_timestamp)[-1]
+    try:
+        print(s.core.read_namespaced_pod_log(pod.metadata.name, ns, container=container), end="")
+    except ApiException as e:
+        print(_message(e), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _message(e: ApiException) -> str:
+    import json
+
+    try:
+        return str(json.loads(e.body or "{}").get("message") or e.reason)
+    except ValueError:
+        return str(e.reason)

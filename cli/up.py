@@ -1,0 +1,177 @@
+"""`agentrun up` / `agentrun down`: the embedded stack in one state directory.
+
+Temporal dev server (with UI, search attributes, tuned), localkube (persistent, CRDs
+installed, the agent image mapped to the reference agent program), NATS when `nats-server`
+is installed, the worker and the bridge. Endpoints go to `<state>/endpoints.json`, process
+ids to `<state>/pids.json`, so `down` (or a second terminal) finds everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from models.crds import all_crds
+from worker.settings import DEFAULT_AGENT_IMAGE
+
+from .stack import LocalKubeProcess, NatsServer, TemporalDevServer, stop_process
+
+DEFAULT_STATE_DIR = Path(os.environ.get("AGENTRUN_STATE_DIR", str(Path.home() / ".agentrun")))
+
+
+def endpoints(state_dir: Path) -> dict[str, Any]:
+    path = state_dir / "endpoints.json"
+    if not path.exists():
+        raise SystemExit(f"no stack in {state_dir}: run `agentrun up --state-dir {state_dir}` first")
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def install_crds(kubeconfig: Path) -> None:
+    api = client.ApiextensionsV1Api(config.new_client_from_config(str(kubeconfig)))
+    for crd in all_crds().values():
+        try:
+            api.create_custom_resource_definition(crd)  # type: ignore[arg-type]
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            current: Any = api.read_custom_resource_definition(crd["metadata"]["name"])
+            crd = {**crd, "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version}}
+            api.replace_custom_resource_definition(crd["metadata"]["name"], crd)  # type: ignore[arg-type]
+
+
+def _spawn(name: str, args: list[str], env: dict[str, str], state_dir: Path) -> subprocess.Popen[bytes]:
+    log = (state_dir / f"{name}.log").open("ab")
+    return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60) -> int:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if (state_dir / "pids.json").exists() and _alive(json.loads((state_dir / "pids.json").read_text())):
+        print(f"the stack in {state_dir} is already up (agentrun down --state-dir {state_dir} stops it)")
+        return 1
+    image_map = state_dir / "image-map.yaml"
+    image_map.write_text(yaml.safe_dump({DEFAULT_AGENT_IMAGE: [sys.executable, "-m", "agentrunner"]}))
+    temporal = TemporalDevServer(state_dir / "temporal").start()
+    kube = LocalKubeProcess(state_dir / "localkube", persist=True,
+                            extra_args=["--image-map", str(image_map), "--job-backoff-seconds", "1"]).start()
+    install_crds(kube.kubeconfig)
+    nats = NatsServer(state_dir).start() if NatsServer.available() else None
+    env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
+           "AGENTRUN_KUBE__KUBECONFIG": str(kube.kubeconfig),
+           "AGENTRUN_FALLBACK_POLL_SECONDS": str(fallback_poll_seconds), "PYTHONUNBUFFERED": "1"}
+    if nats is not None:
+        env["AGENTRUN_NATS__URL"] = nats.url
+    worker = _spawn("worker", [sys.executable, "-m", "worker"], env, state_dir)
+    bridge = _spawn("bridge", [sys.executable, "-m", "bridge"], env, state_dir)
+    info: dict[str, Any] = {
+        "temporal": temporal.address,
+        "temporal_ui": temporal.ui_url,
+        "kubernetes": kube.server,
+        "kubeconfig": str(kube.kubeconfig),
+        "state_dir": str(state_dir),
+    }
+    if nats is not None:
+        info["nats"] = nats.url
+    pids = {"bridge": bridge.pid, "worker": worker.pid}
+    if nats is not None and nats.proc is not None:
+        pids["nats"] = nats.proc.pid
+    pids["localkube"] = kube.proc.pid if kube.proc else 0
+    pids["temporal"] = temporal.proc.pid if temporal.proc else 0
+    (state_dir / "endpoints.json").write_text(json.dumps(info, indent=2))
+    (state_dir / "pids.json").write_text(json.dumps(pids))
+    _wait_healthy(state_dir, worker, bridge)
+    print("agentrun is up:")
+    for k, v in info.items():
+        print(f"  {k:<12} {v}")
+    print(f"  export KUBECONFIG={kube.kubeconfig}")
+    if detach:
+        return 0
+    print("Ctrl-C stops everything.")
+    try:
+        while all(p.poll() is None for p in (worker, bridge)):
+            time.sleep(0.5)
+        print("a process of the stack exited; stopping", file=sys.stderr)
+    except KeyboardInterrupt:
+        pass
+    return down(state_dir)
+
+
+def _wait_healthy(state_dir: Path, worker: subprocess.Popen[bytes], bridge: subprocess.Popen[bytes]) -> None:
+    """The worker and bridge log a line once connected; fail fast if either dies first."""
+    deadline = time.monotonic() + 60
+    marks = {"worker": "worker polling", "bridge": "became leader"}
+    ready: set[str] = set()
+    while time.monotonic() < deadline and len(ready) < 2:
+        for name, proc in (("worker", worker), ("bridge", bridge)):
+            if proc.poll() is not None:
+                raise SystemExit(f"{name} exited with code {proc.returncode}; see {state_dir / (name + '.log')}")
+            log = state_dir / f"{name}.log"
+            if name not in ready and log.exists() and marks[name] in log.read_text(errors="replace"):
+                ready.add(name)
+        time.sleep(0.1)
+    if len(ready) < 2:
+        raise SystemExit(f"the stack did not become healthy in 60s; logs are in {state_dir}")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child
+        if done:
+            return True
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _alive(pids: dict[str, int]) -> bool:
+    for pid in pids.values():
+        try:
+            os.kill(pid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            continue
+    return False
+
+
+def down(state_dir: Path) -> int:
+    path = state_dir / "pids.json"
+    if not path.exists():
+        print(f"nothing is running from {state_dir}")
+        return 0
+    pids: dict[str, int] = json.loads(path.read_text())
+    for name in ("bridge", "worker", "nats", "localkube", "temporal"):
+        pid = pids.get(name)
+        if not pid:
+            continue
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if _gone(pid):
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        print(f"stopped {name}")
+    path.unlink()
+    return 0
+
+
+__all__ = ["DEFAULT_STATE_DIR", "down", "endpoints", "install_crds", "stop_process", "up"]
