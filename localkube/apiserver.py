@@ -23,7 +23,16 @@ from typing import Any
 
 from . import patch as patchmod
 from . import schema as schemamod
-from .errors import StatusError, already_exists, bad_request, conflict, invalid, not_found
+from .errors import (
+    StatusError,
+    already_exists,
+    bad_request,
+    conflict,
+    invalid,
+    method_not_allowed,
+    not_found,
+    precondition_failed,
+)
 from .rbac import UserInfo
 from .registry import Registry, ResourceType, crd_resource_types
 from .store import DELETED, Event, Obj, Store
@@ -60,6 +69,24 @@ LABEL_MSG = (
 )
 
 Cause = tuple[str, str, str]
+
+MAX_DATA_BYTES = 1024 * 1024  # core.MaxSecretSize, also the ConfigMap limit
+CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def _config_key_errors(key: str) -> list[str]:
+    """validation.IsConfigMapKey."""
+    errs = []
+    if len(key) > 253:
+        errs.append("must be no more than 253 characters")
+    if not CONFIG_KEY.match(key):
+        errs.append("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
+                    "or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
+    if key in (".", ".."):
+        errs.append(f"must not be '{key}'")
+    elif key.startswith(".."):
+        errs.append("must not start with '..'")
+    return errs
 
 
 @dataclass
@@ -119,13 +146,44 @@ class DeleteOptions:
         return opts
 
 
+def _json_kind(value: Any) -> str:
+    """How Go's encoding/json names a JSON value's kind in an UnmarshalTypeError."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _positive_int(value: Any) -> bool:
+    try:
+        return int(str(value)) > 0
+    except ValueError:
+        return False
+
+
+def _storage_key(rt: ResourceType, obj: Obj) -> str:
+    """The etcd key kube-apiserver names in storage errors."""
+    prefix = f"{rt.group}/{rt.resource}" if rt.is_custom or rt.group == "apiextensions.k8s.io" else rt.resource
+    m = obj["metadata"]
+    return f"/registry/{prefix}/" + (f"{m['namespace']}/" if m.get("namespace") else "") + m["name"]
+
+
 def _blocks(dependent: Obj, owner_uid: str) -> bool:
     return any(r.get("uid") == owner_uid and r.get("blockOwnerDeletion")
                for r in dependent["metadata"].get("ownerReferences") or [])
 
 
-def _spec_part(obj: Obj) -> Obj:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+def _spec_part(rt: ResourceType, obj: Obj) -> Obj:
+    """What metadata.generation tracks. A custom resource without a status subresource counts its
+    status too (customResourceStrategy.PrepareForUpdate drops `status` only when it is a subresource)."""
+    skip = ("metadata", "apiVersion", "kind") if rt.is_custom and "status" not in rt.subresources \
+        else ("metadata", "status", "apiVersion", "kind")
+    return {k: v for k, v in obj.items() if k not in skip}
 
 
 def _comparable(obj: Obj) -> Obj:
@@ -221,6 +279,7 @@ class APIServer:
         name = m["name"]
         if rt.namespaced:
             self._admit_namespace(ns, rt, name)
+        sent_rv = m.get("resourceVersion")
         for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             m.pop(k, None)
         m["uid"] = str(uuid.uuid4())
@@ -233,6 +292,12 @@ class APIServer:
             obj.pop("status", None)
         self._prepare_create(rt, obj, ctx)
         self._validate(rt, obj, None, ctx)
+        if not ctx.internal and not ctx.dry_run and _positive_int(sent_rv):
+            # etcd3 storage refuses it with a plain error, which the real server answers with a 500 and
+            # no reason: a client re-creating an object it read must clear the resourceVersion.
+            # The real server answers 500 here; localkube answers 400 with the same message, so a
+            # client doing this still fails in tests, without a 500 for bad input.
+            raise StatusError(400, "resourceVersion should not be set on objects to be created")
         if self.store.get(rt.key, ns, name) is not None:
             raise already_exists(rt.qualified, name)
         if ctx.dry_run:
@@ -264,7 +329,37 @@ class APIServer:
         obj["kind"] = rt.kind
         if "metadata" in obj and not isinstance(obj["metadata"], dict):
             raise bad_request("metadata must be an object")
+        self._check_field_types(rt, obj)
         return obj
+
+    @staticmethod
+    def _check_field_types(rt: ResourceType, obj: Obj) -> None:
+        """The typed decoding of the real server: a map of strings that holds something else cannot be
+        decoded at all, so it is a 400 before any validation (not a 422)."""
+        fields: list[tuple[str, str, Any, str]] = []  # (Go struct, path, value, element type)
+        m = obj.get("metadata") or {}
+        for f in ("labels", "annotations"):
+            fields.append(("ObjectMeta", f"metadata.{f}", m.get(f), "string"))
+        if rt.kind == "ConfigMap" and not rt.is_custom:
+            fields += [("ConfigMap", "data", obj.get("data"), "string"),
+                       ("ConfigMap", "binaryData", obj.get("binaryData"), "[]uint8")]
+        elif rt.kind == "Secret" and not rt.is_custom:
+            fields += [("Secret", "data", obj.get("data"), "[]uint8"),
+                       ("Secret", "stringData", obj.get("stringData"), "string")]
+        for struct, path, value, elem in fields:
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                bad, go_type = value, f"map[string]{elem}"
+            else:
+                wrong = [v for v in value.values() if not isinstance(v, str) and v is not None]
+                if not wrong:
+                    continue
+                bad, go_type = wrong[0], elem
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: cannot unmarshal '
+                f"{_json_kind(bad)} into Go struct field {struct}.{path} of type {go_type}"
+            )
 
     def _admit_namespace(self, ns: str, rt: ResourceType, name: str) -> None:
         nsobj = self.store.get(("", "namespaces"), "", ns)
@@ -282,6 +377,9 @@ class APIServer:
     def update(
         self, rt: ResourceType, ns: str, name: str, body: Any, ctx: Ctx = INTERNAL, subresource: str = ""
     ) -> Obj:
+        if not name:
+            # PUT on a collection URL: kube-apiserver has no such route.
+            raise method_not_allowed()
         new = self._decode(rt, body)
         m = meta(new)
         if m.get("name") and m["name"] != name:
@@ -291,6 +389,11 @@ class APIServer:
         old = self.store.get(rt.key, ns if rt.namespaced else "", name)
         if old is None:
             raise not_found(rt.qualified, name)
+        uid = m.get("uid")
+        if uid and uid != old["metadata"]["uid"]:
+            # A body from an earlier incarnation of the object: its uid is a precondition.
+            raise precondition_failed(rt.qualified, name, _storage_key(rt, old),
+                                      f"UID in precondition: {uid}, UID in object meta: {old['metadata']['uid']}")
         rv = m.get("resourceVersion")
         if rv:
             if rv != old["metadata"]["resourceVersion"]:
@@ -312,6 +415,8 @@ class APIServer:
         ctx: Ctx = INTERNAL,
         subresource: str = "",
     ) -> Obj:
+        if not name:
+            raise method_not_allowed()  # PATCH on a collection URL
         old = self.store.get(rt.key, ns if rt.namespaced else "", name)
         if old is None:
             raise not_found(rt.qualified, name)
@@ -319,8 +424,13 @@ class APIServer:
         try:
             new = patchmod.apply_patch(content_type, current, raw, strategic_allowed=not rt.is_custom)
         except patchmod.PatchError as e:
+            reason, message = e.reason, e.status_message or str(e)
             details = {"causes": [{"message": str(e)}]} if e.status_message != str(e) else None
-            raise StatusError(e.code, e.status_message or str(e), reason=e.reason, details=details) from e
+            if e.code == 415 and not reason:
+                # go-restful refuses the Content-Type and apiserver's serviceErrorHandler wraps that with
+                # NewGenericServerResponse(415, ...), which names the reason and keeps go-restful's text.
+                reason, message, details = "UnsupportedMediaType", "415: Unsupported Media Type", None
+            raise StatusError(e.code, message, reason=reason, details=details) from e
         if not isinstance(new, dict):
             raise bad_request("the patch did not produce an object")
         m = meta(new)
@@ -367,7 +477,7 @@ class APIServer:
                     )])
         m["resourceVersion"] = om["resourceVersion"]
         m.pop("managedFields", None)
-        if rt.generation and subresource != "status" and _spec_part(new) != _spec_part(old):
+        if rt.generation and subresource != "status" and _spec_part(rt, new) != _spec_part(rt, old):
             m["generation"] = int(om.get("generation") or 1) + 1
         self._prepare_update(rt, new, old, ctx, subresource)
         self._validate(rt, new, old, ctx)
@@ -391,11 +501,12 @@ class APIServer:
             raise not_found(rt.qualified, name)
         om = old["metadata"]
         if opts.precondition_uid and opts.precondition_uid != om["uid"]:
-            raise StatusError(409, f"Precondition failed: UID in precondition: {opts.precondition_uid}, "
-                                   f"UID in object meta: {om['uid']}", reason="Conflict")
+            raise precondition_failed(rt.qualified, name, _storage_key(rt, old),
+                                      f"UID in precondition: {opts.precondition_uid}, UID in object meta: {om['uid']}")
         if opts.precondition_rv and opts.precondition_rv != om["resourceVersion"]:
-            raise StatusError(409, f"Precondition failed: ResourceVersion in precondition: {opts.precondition_rv}, "
-                                   f"ResourceVersion in object meta: {om['resourceVersion']}", reason="Conflict")
+            raise precondition_failed(rt.qualified, name, _storage_key(rt, old),
+                                      f"ResourceVersion in precondition: {opts.precondition_rv}, "
+                                      f"ResourceVersion in object meta: {om['resourceVersion']}")
         if ctx.dry_run or opts.dry_run:
             return self._present(rt, old), False
         obj = deep(old)
@@ -710,6 +821,8 @@ class APIServer:
             causes += self._validate_job(obj, old)
         elif kind == "PersistentVolumeClaim":
             causes += self._validate_pvc(obj, old)
+        elif kind in ("ConfigMap", "Secret"):
+            causes += self._validate_data(obj, kind)
         elif kind == "CustomResourceDefinition":
             causes += self._validate_crd(obj, old)
         elif kind in ("Role", "ClusterRole"):
@@ -753,13 +866,9 @@ class APIServer:
 
     def _validate_meta(self, m: Obj) -> list[Cause]:
         causes: list[Cause] = []
-        for fld in ("labels", "annotations"):
-            v = m.get(fld)
-            if v is not None and not isinstance(v, dict):
-                causes.append((f"metadata.{fld}", "FieldValueTypeInvalid", "Invalid value: must be a map of strings"))
+        # Label and annotation types were checked when the body was decoded (_check_field_types).
         for k, v in (m.get("labels") or {}).items():
             if not isinstance(v, str):
-                causes.append(("metadata.labels", "FieldValueTypeInvalid", f"Invalid value: {k!r}: value must be a string"))
                 continue
             prefix, _, lname = k.rpartition("/")
             if (prefix and not DNS1123_SUBDOMAIN.match(prefix)) or len(lname) > 63 or not LABEL_NAME.match(lname):
@@ -770,9 +879,6 @@ class APIServer:
                 causes.append(("metadata.labels", "FieldValueInvalid",
                                f'Invalid value: "{v}": a valid label must be an empty string or consist of alphanumeric '
                                "characters, '-', '_' or '.', and must start and end with an alphanumeric character"))
-        for k, v in (m.get("annotations") or {}).items():
-            if not isinstance(v, str):
-                causes.append(("metadata.annotations", "FieldValueTypeInvalid", f"Invalid value: {k!r}: value must be a string"))
         if sum(len(k) + len(v) for k, v in (m.get("annotations") or {}).items() if isinstance(v, str)) > 262144:
             causes.append(("metadata.annotations", "FieldValueTooLong", "Too long: must have at most 262144 bytes"))
         controllers = 0
@@ -902,6 +1008,39 @@ class APIServer:
                                "Invalid value: field is immutable"))
             if spec.get("completions") != ospec.get("completions"):
                 causes.append(("spec.completions", "FieldValueInvalid", "Invalid value: field is immutable"))
+        return causes
+
+    @staticmethod
+    def _validate_data(obj: Obj, kind: str) -> list[Cause]:
+        """ValidateConfigMap / ValidateSecret: key syntax, and at most 1 MiB of data in all."""
+        import base64
+
+        causes: list[Cause] = []
+        data = obj.get("data") or {}
+        binary = (obj.get("binaryData") or {}) if kind == "ConfigMap" else {}
+        total = 0
+        for bag, values in (("data", data), ("binaryData", binary)):
+            if not isinstance(values, dict):
+                continue
+            for key, value in values.items():
+                for msg in _config_key_errors(str(key)):
+                    causes.append((f"{bag}[{key}]", "FieldValueInvalid", f'Invalid value: "{key}": {msg}'))
+                if bag == "data" and isinstance(binary, dict) and key in binary:
+                    causes.append((f"data[{key}]", "FieldValueInvalid",
+                                   f'Invalid value: "{key}": duplicate of key present in binaryData'))
+                if not isinstance(value, str):
+                    continue
+                if kind == "Secret" or bag == "binaryData":
+                    try:
+                        total += len(base64.b64decode(value))
+                    except ValueError:
+                        total += len(value)
+                else:
+                    total += len(value.encode())
+        if total > MAX_DATA_BYTES:
+            # The real server reports the whole object ("") for ConfigMaps and `data` for Secrets.
+            causes.append(("data" if kind == "Secret" else "", "FieldValueTooLong",
+                           f"Too long: must have at most {MAX_DATA_BYTES} bytes"))
         return causes
 
     def _validate_pvc(self, obj: Obj, old: Obj | None) -> list[Cause]:
@@ -1131,8 +1270,10 @@ class APIServer:
             # dependent with blockOwnerDeletion is left, as the real garbage collector does.
             for drt, dep in self._dependents_of(uid):
                 if not dep["metadata"].get("deletionTimestamp"):
-                    block = _blocks(dep, uid)
-                    self._collect_dependent(drt, dep, uid, "Foreground" if block else "Background")
+                    # As attemptToDeleteItem: a dependent that has dependents of its own goes in the
+                    # foreground too (so the chain is waited for); a leaf goes in the background.
+                    nested = bool(self._dependents_of(dep["metadata"]["uid"]))
+                    self._collect_dependent(drt, dep, uid, "Foreground" if nested else "Background")
             if not any(_blocks(d, uid) for _, d in self._dependents_of(uid)):
                 found = self._locate(uid)
                 if found is not None:

@@ -85,6 +85,21 @@ def conflict(qualified: str, name: str) -> StatusError:
     )
 
 
+def precondition_failed(qualified: str, name: str, key: str, detail: str) -> StatusError:
+    """A failed uid/resourceVersion precondition: etcd's InvalidObj error, wrapped as a 409 Conflict."""
+    return StatusError(
+        409,
+        f'Operation cannot be fulfilled on {qualified} "{name}": StorageError: invalid object, Code: 4, '
+        f"Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: {detail}",
+        reason="Conflict",
+        details=_details(qualified, name),
+    )
+
+
+def method_not_allowed() -> StatusError:
+    return StatusError(405, "the server does not allow this method on the requested resource")
+
+
 def bad_request(message: str) -> StatusError:
     return StatusError(400, message)
 
