@@ -10,8 +10,12 @@ client inside act with exactly the pod's RBAC. Images are not pulled: an image i
 when a container has no `command`, and is then resolved through the image map.
 
 Pod status follows the real kubelet: Pending → Running → Succeeded/Failed with
-initContainerStatuses/containerStatuses, exit codes, reasons and timestamps. Logs are kept
-per container in the CRI file format and served by `/log`.
+initContainerStatuses/containerStatuses, exit codes, reasons (ContainerCreating,
+CreateContainerConfigError, CrashLoopBackOff, StartError) and timestamps. Logs are kept per
+container in the CRI file format and served by `/log`. Stopping a pod (deletion, its
+activeDeadlineSeconds) sends SIGTERM to the container's processes and SIGKILL once the grace
+period is over; a later delete may shorten the grace period, and a pod gone from the API is
+killed at once.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import re
 import shutil
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +52,8 @@ NODE_NAME = "localkube"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 VAR_REF = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
 TOKEN_DIR_IN_POD = "/var/run/secrets/localkube"
+RESTART_BACKOFF_SECONDS = 1.0  # the real kubelet starts at 10s; locally a quick retry serves better
+_KINDS = {"secrets": "Secret", "configmaps": "ConfigMap"}
 
 # Images whose default entrypoint is a shell; anything else needs an explicit command or a map entry.
 DEFAULT_IMAGE_MAP: dict[str, list[str]] = {
@@ -67,6 +74,54 @@ def _resolve_host_path(path: str) -> str:
         tail = os.path.join(last, tail) if tail else last
     real = os.path.realpath(head)
     return os.path.join(real, tail) if tail else real
+
+
+def _terminate_container(sandbox_pid: int) -> None:
+    """SIGTERM to the container's processes, but not to bubblewrap itself.
+
+    bwrap (the session leader, so its pid is the group id) would die of the signal and take the
+    container with it through --die-with-parent's SIGKILL, so a TERM trap would never get to run.
+    Left alive, it exits with the container's status once the container has handled the signal.
+    """
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == sandbox_pid:
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields_ = stat.rsplit(")", 1)[-1].split()
+        if len(fields_) > 2 and fields_[2] == str(sandbox_pid):
+            members.append(int(entry))
+    if not members:  # the container is not up yet (or is gone): the whole group, bwrap included
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sandbox_pid, signal.SIGTERM)
+        return
+    for pid in members:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
+_BWRAP_FAILURE = re.compile(rb"^\S+ stdout F bwrap: (?:execvp (?P<cmd>.+): (?P<why>[^:]+)|(?P<other>.+))$")
+
+
+def _start_error(log_path: Path) -> str | None:
+    """The runtime's StartError message when bwrap failed before exec'ing the command, else None."""
+    try:
+        lines = log_path.read_bytes().splitlines()
+    except OSError:
+        return None
+    m = _BWRAP_FAILURE.match(lines[0]) if len(lines) == 1 else None
+    if m is None:
+        return None
+    prefix = ("failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+              "runc create failed: unable to start container process: ")
+    if m.group("cmd") is not None:
+        cmd, why = m.group("cmd").decode(errors="replace"), m.group("why").decode(errors="replace")
+        detail = "executable file not found in $PATH" if why == "No such file or directory" else why.lower()
+        return f'{prefix}exec: "{cmd}": {detail}: unknown'
+    return f"{prefix}{m.group('other').decode(errors='replace')}: unknown"
 
 
 class ContainerConfigError(Exception):
@@ -116,6 +171,10 @@ class PodRun:
     task: asyncio.Task[None] | None = None
     containers: dict[str, ContainerRun] = field(default_factory=dict)
     killing: bool = False
+    killed: asyncio.Event = field(default_factory=asyncio.Event)  # set with `killing`
+    term_sent: bool = False
+    kill_at: float | None = None  # monotonic time of the scheduled SIGKILL
+    admitted: bool = False  # holds a slot under the concurrency cap
     kill_reason: str = ""
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -181,7 +240,8 @@ class Kubelet(LogSource):
         m = ev.obj["metadata"]
         if ev.type == DELETED:
             run = self.runs.get(m["uid"])
-            if run is not None and not run.killing:
+            if run is not None and self._kill_due_sooner(run, 0):
+                # Gone from the API (a zero grace period, or force): whatever still runs dies now.
                 asyncio.get_running_loop().create_task(self._kill(run, grace=0))
             self.auth.revoke_pod(m["uid"])
             return
@@ -214,7 +274,7 @@ class Kubelet(LogSource):
         if pod["metadata"].get("deletionTimestamp"):
             if run is not None and not run.done.is_set():
                 grace = int(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
-                if not run.killing or grace == 0:
+                if self._kill_due_sooner(run, grace):  # a second delete may shorten the grace period
                     asyncio.get_running_loop().create_task(self._kill_then_finalize(run, grace))
                 return
             self.api.finalize_pod(ns, name)
@@ -280,6 +340,7 @@ class Kubelet(LogSource):
     async def _run_pod(self, run: PodRun) -> None:
         try:
             async with self.slots:
+                run.admitted = True
                 if run.killing:
                     return
                 await self._run_pod_inner(run)
@@ -326,10 +387,13 @@ class Kubelet(LogSource):
                           message=f"containers with unready status: [{' '.join(c['name'] for c in mains)}]")
             set_condition(conds, "ContainersReady", "False", reason="ContainersNotReady",
                           message=f"containers with unready status: [{' '.join(c['name'] for c in mains)}]")
+            # As the kubelet reports: main containers wait in PodInitializing behind init containers,
+            # otherwise in ContainerCreating.
             for c in inits:
                 self._container_status(st, True, c, state={"waiting": {"reason": "PodInitializing"}})
             for c in mains:
-                self._container_status(st, False, c, state={"waiting": {"reason": "PodInitializing"}})
+                self._container_status(st, False, c, state={"waiting": {
+                    "reason": "PodInitializing" if inits else "ContainerCreating"}})
 
         self._write_status(run.namespace, run.name, initial)
         deadline_task = None
@@ -348,10 +412,8 @@ class Kubelet(LogSource):
                         return self._finish(run, failed=True)
                     if code == 0:
                         break
-                    if restart == "Never":
+                    if restart == "Never" or not await self._back_off(run, c, init=True):
                         return self._finish(run, failed=True)
-                    await asyncio.sleep(1.0)
-                    self._bump_restart(run, c, init=True)
             if inits:
                 self._write_status(run.namespace, run.name, lambda st: set_condition(
                     st.setdefault("conditions", []), "Initialized", "True"))
@@ -368,17 +430,36 @@ class Kubelet(LogSource):
                 return 1
             if run.killing or restart == "Never" or (restart == "OnFailure" and code == 0):
                 return code
-            await asyncio.sleep(1.0)
-            self._bump_restart(run, c, init=False)
+            if not await self._back_off(run, c, init=False):
+                return code
 
-    def _bump_restart(self, run: PodRun, c: Obj, init: bool) -> None:
-        def fn(st: Obj) -> None:
-            key = "initContainerStatuses" if init else "containerStatuses"
+    async def _back_off(self, run: PodRun, c: Obj, *, init: bool) -> bool:
+        """Waits in CrashLoopBackOff before a restart; False if the pod is killed meanwhile."""
+        key = "initContainerStatuses" if init else "containerStatuses"
+        delay = RESTART_BACKOFF_SECONDS
+
+        def waiting(st: Obj) -> None:
             for cs in st.get(key) or []:
                 if cs["name"] == c["name"]:
                     cs["lastState"] = cs.get("state", {})
+                    cs["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": (
+                        f"back-off {delay:g}s restarting failed container={c['name']} "
+                        f"pod={run.name}_{run.namespace}({run.uid})")}}
+                    cs["ready"] = False
+                    cs["started"] = False
+
+        def restarted(st: Obj) -> None:
+            for cs in st.get(key) or []:
+                if cs["name"] == c["name"]:
                     cs["restartCount"] = int(cs.get("restartCount", 0)) + 1
-        self._write_status(run.namespace, run.name, fn)
+
+        self._write_status(run.namespace, run.name, waiting)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(run.killed.wait(), timeout=delay)
+        if run.killing:
+            return False
+        self._write_status(run.namespace, run.name, restarted)
+        return True
 
     def _finish(self, run: PodRun, failed: bool) -> None:
         def fn(st: Obj) -> None:
@@ -403,18 +484,34 @@ class Kubelet(LogSource):
         await self._kill(run, grace=int((pod or {}).get("spec", {}).get("terminationGracePeriodSeconds", 30)))
 
     async def _kill(self, run: PodRun, grace: int) -> None:
+        """SIGTERM, then SIGKILL after `grace` seconds; a later call may only bring the SIGKILL forward."""
         run.killing = True
+        run.killed.set()
+        if not run.admitted and run.task is not None:
+            # Still queued behind the concurrency cap: nothing runs, so nothing waits for a slot.
+            run.task.cancel()
+            return
+        kill_at = time.monotonic() + max(grace, 0)
+        if run.kill_at is not None and kill_at >= run.kill_at:
+            return
+        run.kill_at = kill_at
         procs = [c.proc for c in run.containers.values() if c.proc is not None and c.proc.returncode is None]
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM if grace > 0 else signal.SIGKILL)
+        if grace > 0 and not run.term_sent:
+            run.term_sent = True
+            for p in procs:
+                _terminate_container(p.pid)
         if grace > 0 and procs:
             try:
                 await asyncio.wait_for(asyncio.gather(*(p.wait() for p in procs)), timeout=grace)
+                return
             except TimeoutError:
-                for p in procs:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(p.pid, signal.SIGKILL)
+                pass
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+
+    def _kill_due_sooner(self, run: PodRun, grace: int) -> bool:
+        return run.kill_at is None or time.monotonic() + grace < run.kill_at
 
     # -- volumes -------------------------------------------------------------------------------
 
@@ -422,6 +519,7 @@ class Kubelet(LogSource):
         """Host directories for each volume; waits (Pending) for missing claims, as the real kubelet does."""
         run.dir.mkdir(parents=True, exist_ok=True)
         vols: dict[str, Path] = {}
+        reported = ""
         while True:
             missing = ""
             for v in pod["spec"].get("volumes") or []:
@@ -429,9 +527,14 @@ class Kubelet(LogSource):
                     vols[v["name"]] = self._volume(run, pod, v)
                 except ContainerConfigError as e:
                     missing = str(e)
+                    failed_volume = v["name"]
                     break
             if not missing:
                 return vols
+            if missing != reported:
+                reported = missing
+                record_event(self.api, pod, "FailedMount", f'MountVolume.SetUp failed for volume "{failed_volume}" : '
+                             f"{missing}", type_="Warning", component="kubelet")
             self._write_status(run.namespace, run.name, lambda st, msg=missing: set_condition(
                 st.setdefault("conditions", []), "PodReadyToStartContainers", "False", reason="VolumeNotReady",
                 message=msg))
@@ -503,7 +606,7 @@ class Kubelet(LogSource):
         if obj is None:
             if optional:
                 return {}
-            raise ContainerConfigError(f'{resource[:-1].replace("configmap", "configmap")} "{src.get("name")}" not found')
+            raise ContainerConfigError(f'{resource[:-1]} "{src.get("name")}" not found')
         data: dict[str, bytes] = {}
         for k, val in (obj.get("data") or {}).items():
             data[k] = base64.b64decode(val) if resource == "secrets" else str(val).encode()
@@ -594,7 +697,7 @@ class Kubelet(LogSource):
                 if ref.get("key") not in data:
                     if ref.get("optional"):
                         continue
-                    raise ContainerConfigError(f"couldn't find key {ref.get('key')} in {resource[:-1].capitalize()} "
+                    raise ContainerConfigError(f"couldn't find key {ref.get('key')} in {_KINDS[resource]} "
                                                f"{ns}/{ref.get('name')}")
                 env[name] = data[ref["key"]].decode(errors="replace")
             elif "fieldRef" in vf:
@@ -623,13 +726,16 @@ class Kubelet(LogSource):
             raise ContainerConfigError("bubblewrap (bwrap) is not installed; localkube needs it to mount volumes")
         sc = {**(pod["spec"].get("securityContext") or {}), **(c.get("securityContext") or {})}
         ro_root = bool(sc.get("readOnlyRootFilesystem"))
+        # The kubelet always mounts API-data volumes read-only, whatever the volumeMount says.
+        api_data = {v.get("name") for v in pod["spec"].get("volumes") or []
+                    if {"configMap", "secret", "downwardAPI", "projected"} & set(v)}
         targets: dict[str, tuple[Path, bool]] = {}
         for vm in c.get("volumeMounts") or []:
             src = mounts[vm["name"]]
             if vm.get("subPath"):
                 src = src / vm["subPath"]
                 src.mkdir(parents=True, exist_ok=True)
-            targets[os.path.normpath(vm["mountPath"])] = (src, bool(vm.get("readOnly")))
+            targets[os.path.normpath(vm["mountPath"])] = (src, bool(vm.get("readOnly")) or vm["name"] in api_data)
         tmp = run.dir / "tmp" / c["name"]
         tmp.mkdir(parents=True, exist_ok=True)
         tmp.chmod(0o1777)
@@ -718,6 +824,9 @@ class Kubelet(LogSource):
                                                    "startedAt": started, "finishedAt": rfc3339()}}))
             return 128
         cr.proc = proc
+        if run.killing:  # the kill came while this container was being started
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
         cid = f"localkube://{run.uid[:8]}-{cname}-{restart_count}"
 
         def running(st: Obj) -> None:
@@ -737,14 +846,19 @@ class Kubelet(LogSource):
         code = await proc.wait()
         if code < 0:
             code = 128 - code  # killed by signal N: 128+N, as container runtimes report
-        if "executable file not found" in (cr.log_path.read_text(errors="replace")[-300:] if cr.log_path.exists() else ""):
-            pass
         finished = rfc3339()
         reason = "Completed" if code == 0 else "Error"
+        start_error = _start_error(cr.log_path) if code == 1 else None
+        if start_error is not None:
+            # The command never ran (bwrap could not exec it or enter workingDir): the runtime's
+            # StartError, and no container output.
+            code, reason = 128, "StartError"
+            cr.log_path.write_bytes(b"")
+        extra = {"message": start_error} if start_error else {}
 
         def terminated(st: Obj) -> None:
             self._container_status(st, init, c, state={"terminated": {
-                "exitCode": code, "reason": reason, "startedAt": started, "finishedAt": finished,
+                "exitCode": code, "reason": reason, **extra, "startedAt": started, "finishedAt": finished,
                 "containerID": cid}}, ready=False, started=False)
             if not init:
                 conds = st.setdefault("conditions", [])
@@ -796,9 +910,9 @@ class Kubelet(LogSource):
 
     async def stream(self, pod: Obj, container: str, *, follow: bool, tail: int | None, timestamps: bool,
                      since_seconds: int | None, limit_bytes: int | None,
-                     disconnected: asyncio.Event) -> AsyncIterator[bytes]:
+                     disconnected: asyncio.Event, previous: bool = False) -> AsyncIterator[bytes]:
         files = self._log_files(pod, container)
-        path = files[-1]
+        path = files[-2] if previous else files[-1]
         run = self.runs.get(pod["metadata"]["uid"])
         cr = run.containers.get(container) if run else None
         if cr is not None and cr.log_path != path:
