@@ -8,10 +8,13 @@ strategic merge patch is accepted (only for built-in kinds).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import re
 from typing import Any
 
+from . import patch as patchmod
 from .registry import Registry, ResourceType
 
 VERSION_INFO = {
@@ -158,6 +161,108 @@ def _ops(rt: ResourceType, ref: str, item: bool) -> dict[str, Any]:
     return ops
 
 
+_META_MODELS = frozenset({
+    "V1ObjectMeta", "V1ListMeta", "V1OwnerReference", "V1ManagedFieldsEntry", "V1LabelSelector",
+    "V1LabelSelectorRequirement", "V1Condition", "V1Status", "V1StatusDetails", "V1StatusCause",
+})
+
+
+def _model_package(group: str, version: str) -> str:
+    if group == "apiextensions.k8s.io":
+        return f"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.{version}"
+    return f"io.k8s.api.{group.split('.')[0] if group else 'core'}.{version}"
+
+
+def _patch_extensions(owner: str, field_name: str) -> dict[str, str]:
+    """x-kubernetes-patch-strategy/-merge-key, from the same field tables the server's own SMP uses."""
+    if field_name == "ports":
+        return ({"x-kubernetes-patch-strategy": "merge", "x-kubernetes-patch-merge-key": "containerPort"}
+                if owner in ("V1Container", "V1EphemeralContainer") else {})
+    if field_name in patchmod.MERGE_KEYS:
+        return {"x-kubernetes-patch-strategy": "merge", "x-kubernetes-patch-merge-key": patchmod.MERGE_KEYS[field_name]}
+    if field_name in patchmod.PRIMITIVE_MERGE_LISTS:
+        return {"x-kubernetes-patch-strategy": "merge"}
+    return {}
+
+
+@functools.cache
+def _builtin_schemas(group: str, version: str, kind: str) -> tuple[str, dict[str, Any]] | None:
+    """The OpenAPI v3 schemas of a built-in kind (its name and every schema it references).
+
+    They are derived from the kubernetes client's generated models, themselves generated from the real
+    server's OpenAPI document: properties, descriptions, required fields, and the patch strategies
+    kubectl needs to compute a strategic merge patch for `kubectl apply`.
+    """
+    try:
+        from kubernetes.client import models
+    except ImportError:  # pragma: no cover - the client is a dependency of the project
+        return None
+    ver = version[:1].upper() + version[1:]
+    prefix = "Core" if not group else group.split(".")[0].capitalize()
+    root = next((n for n in (f"{ver}{kind}", f"{prefix}{ver}{kind}") if hasattr(getattr(models, n, None),
+                                                                                  "openapi_types")), None)
+    if root is None:
+        return None
+    package = _model_package(group, version)
+    names: dict[str, str] = {}
+    schemas: dict[str, Any] = {}
+
+    def schema_name(model: str) -> str:
+        if model not in names:
+            short = re.sub(r"^(?:[A-Z][a-z]+)*V\d+(?:(?:alpha|beta)\d+)?", "", model) or model
+            pkg = "io.k8s.apimachinery.pkg.apis.meta.v1" if model in _META_MODELS else package
+            name = f"{pkg}.{short}"
+            names[model] = name if name not in names.values() else f"{pkg}.{model}"
+        return names[model]
+
+    def type_schema(typ: str) -> dict[str, Any]:
+        typ = typ.strip()
+        if typ.startswith("List[") and typ.endswith("]"):
+            return {"type": "array", "items": type_schema(typ[5:-1])}
+        if typ.startswith("Dict[") and typ.endswith("]"):
+            return {"type": "object", "additionalProperties": type_schema(typ[5:-1].split(",", 1)[1])}
+        basic = {"str": {"type": "string"}, "int": {"type": "integer", "format": "int64"},
+                 "bool": {"type": "boolean"}, "float": {"type": "number", "format": "double"},
+                 "datetime": {"type": "string", "format": "date-time"}, "date": {"type": "string", "format": "date"},
+                 "bytes": {"type": "string", "format": "byte"}, "object": {}}
+        if typ in basic:
+            return dict(basic[typ])
+        if hasattr(getattr(models, typ, None), "openapi_types"):
+            visit(typ)
+            return {"allOf": [{"$ref": f"#/components/schemas/{schema_name(typ)}"}], "default": {}}
+        return {}
+
+    def visit(model: str) -> None:
+        name = schema_name(model)
+        if name in schemas:
+            return
+        cls = getattr(models, model)
+        schemas[name] = {}  # claimed before recursing, for self-referencing types
+        doc = (cls.__doc__ or "").strip().split("\n\n")[0].strip()
+        props: dict[str, Any] = {}
+        required: list[str] = []
+        fields = getattr(cls, "model_fields", {})
+        for attr, typ in cls.openapi_types.items():
+            json_name = cls.attribute_map.get(attr, attr)
+            prop = type_schema(typ)
+            info = fields.get(attr)
+            if info is not None and info.description:
+                prop["description"] = info.description
+            if info is not None and info.is_required():
+                required.append(json_name)
+            prop.update(_patch_extensions(model, json_name))
+            props[json_name] = prop
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+        if doc and not doc.startswith("Attributes:"):
+            schema["description"] = " ".join(doc.split())
+        if required:
+            schema["required"] = required
+        schemas[name] = schema
+
+    visit(root)
+    return schema_name(root), schemas
+
+
 def openapi_v3_gv(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
     types = registry.types_in(group, version)
     if not types:
@@ -167,18 +272,24 @@ def openapi_v3_gv(registry: Registry, group: str, version: str) -> dict[str, Any
     prefix = "/" + _gv_path(group, version)
     for rt in types:
         name = _schema_name(rt)
-        ref = f"#/components/schemas/{name}"
-        schema: dict[str, Any] = {"type": "object", "x-kubernetes-group-version-kind": _gvk_ext(rt)}
+        builtin = None if rt.is_custom else _builtin_schemas(rt.group, rt.version, rt.kind)
         crd_schema = rt.schema_for(version)
-        if crd_schema:
+        if builtin is not None:
+            name, referenced = builtin
+            schemas.update(json.loads(json.dumps(referenced)))
+            schema = schemas[name]
+            schema["x-kubernetes-group-version-kind"] = _gvk_ext(rt)
+        elif crd_schema:
             schema = {**json.loads(json.dumps(crd_schema)), "x-kubernetes-group-version-kind": _gvk_ext(rt)}
             props = schema.setdefault("properties", {})
             props.setdefault("apiVersion", {"type": "string"})
             props.setdefault("kind", {"type": "string"})
             props["metadata"] = {"type": "object"}
         else:
-            schema["x-kubernetes-preserve-unknown-fields"] = True
+            schema = {"type": "object", "x-kubernetes-group-version-kind": _gvk_ext(rt),
+                      "x-kubernetes-preserve-unknown-fields": True}
         schemas[name] = schema
+        ref = f"#/components/schemas/{name}"
         base = f"{prefix}/namespaces/{{namespace}}/{rt.resource}" if rt.namespaced else f"{prefix}/{rt.resource}"
         paths[base] = _ops(rt, ref, item=False)
         paths[base + "/{name}"] = _ops(rt, ref, item=True)
@@ -194,12 +305,27 @@ def openapi_v3_gv(registry: Registry, group: str, version: str) -> dict[str, Any
     }
 
 
+# (group, version) -> (what the document was built from, its hash); kubectl asks for the index often.
+_DIGESTS: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _gv_signature(registry: Registry, group: str, version: str) -> str:
+    return json.dumps([(rt.resource, rt.kind, rt.namespaced, rt.verbs, rt.subresources, rt.crd)
+                       for rt in registry.types_in(group, version)], sort_keys=True, default=str)
+
+
 def openapi_v3_index(registry: Registry) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for group, versions in registry.group_versions().items():
         for v in versions:
-            doc = openapi_v3_gv(registry, group, v)
-            digest = hashlib.sha512(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:64].upper()
+            signature = _gv_signature(registry, group, v)
+            cached = _DIGESTS.get((group, v))
+            if cached is not None and cached[0] == signature:
+                digest = cached[1]
+            else:
+                doc = openapi_v3_gv(registry, group, v)
+                digest = hashlib.sha512(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:64].upper()
+                _DIGESTS[(group, v)] = (signature, digest)
             path = _gv_path(group, v)
             paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
     return {"paths": paths}
