@@ -97,7 +97,7 @@ def test_policy_rules_refuse_what_they_name() -> None:
         "lifecyclePolicy": {"deniedResources": ["secrets"]},
         "deniedEnv": ["DEBUG"],
     }})
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"toolPolicy": {"allow": ["shell"]}}, "spec.toolPolicy.allow[0]"),
         ({"lifecycle": {"preRun": [{"name": "a", "image": "busybox:1.36"}]}}, "spec.lifecycle.preRun[0].image"),
         ({"lifecycle": {"rbac": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}},
