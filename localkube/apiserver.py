@@ -173,6 +173,27 @@ def _storage_key(rt: ResourceType, obj: Obj) -> str:
     return f"/registry/{prefix}/" + (f"{m['namespace']}/" if m.get("namespace") else "") + m["name"]
 
 
+def _default_containers(spec: Obj) -> None:
+    """Container defaults of a pod spec (pods and pod templates alike)."""
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        if not isinstance(c, dict):
+            continue
+        c.setdefault("terminationMessagePath", "/dev/termination-log")
+        c.setdefault("terminationMessagePolicy", "File")
+        image = str(c.get("image") or "")
+        tag = image.rsplit("/", 1)[-1]
+        c.setdefault("imagePullPolicy", "Always" if (":" not in tag or tag.endswith(":latest")) and "@" not in tag
+                     else "IfNotPresent")
+        c.setdefault("resources", {})
+
+
+def _drop_empty_maps(meta: Obj) -> None:
+    """Typed objects round-trip through omitempty: an empty labels/annotations map is not stored."""
+    for key in ("labels", "annotations", "finalizers", "ownerReferences"):
+        if key in meta and not meta[key]:
+            del meta[key]
+
+
 def _blocks(dependent: Obj, owner_uid: str) -> bool:
     return any(r.get("uid") == owner_uid and r.get("blockOwnerDeletion")
                for r in dependent["metadata"].get("ownerReferences") or [])
@@ -300,6 +321,7 @@ class APIServer:
             raise StatusError(400, "resourceVersion should not be set on objects to be created")
         if self.store.get(rt.key, ns, name) is not None:
             raise already_exists(rt.qualified, name)
+        _drop_empty_maps(m)
         if ctx.dry_run:
             m["resourceVersion"] = str(self.store.rv)
             return self._present(rt, obj)
@@ -312,7 +334,8 @@ class APIServer:
             raise bad_request(f"the body of the request was not a JSON object: {type(body).__name__}")
         obj = deep(body)
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if api_version is None and kind is None:
+        if api_version is None and kind is None and rt.is_custom:
+            # Built-in kinds are decoded into their type from the URL; custom resources must say.
             raise bad_request("Object 'Kind' is missing in '" + json.dumps(body)[:200] + "'")
         if kind is not None and kind != rt.kind:
             raise bad_request(
@@ -481,6 +504,7 @@ class APIServer:
             m["generation"] = int(om.get("generation") or 1) + 1
         self._prepare_update(rt, new, old, ctx, subresource)
         self._validate(rt, new, old, ctx)
+        _drop_empty_maps(new["metadata"])
         if _comparable(new) == _comparable(old):
             return self._present(rt, old)  # a no-op write changes nothing, not even resourceVersion
         if ctx.dry_run:
@@ -682,16 +706,7 @@ class APIServer:
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         spec.setdefault("priority", 0)
-        for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
-            if not isinstance(c, dict):
-                continue
-            c.setdefault("terminationMessagePath", "/dev/termination-log")
-            c.setdefault("terminationMessagePolicy", "File")
-            image = str(c.get("image") or "")
-            tag = image.rsplit("/", 1)[-1]
-            c.setdefault("imagePullPolicy", "Always" if (":" not in tag or tag.endswith(":latest")) and "@" not in tag
-                         else "IfNotPresent")
-            c.setdefault("resources", {})
+        _default_containers(spec)
         sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
         spec["serviceAccountName"] = sa
         spec["serviceAccount"] = sa
@@ -755,6 +770,7 @@ class APIServer:
             tspec.setdefault("schedulerName", "default-scheduler")
             tspec.setdefault("terminationGracePeriodSeconds", 30)
             tspec.setdefault("securityContext", {})
+            _default_containers(tspec)
         obj["status"] = {}
 
     def _crd_status(self, obj: Obj) -> None:

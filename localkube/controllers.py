@@ -285,7 +285,7 @@ class JobController:
                     self._delete_pod(p)
                 if not get_condition(job, "Suspended") or get_condition(job, "Suspended", ).get("status") != "True":  # type: ignore[union-attr]
                     set_condition(conds, "Suspended", "True", reason="JobSuspended", message="Job suspended")
-                    record_event(self.api, job, "Suspended", "Job suspended")
+                    record_event(self.api, job, "Suspended", "Job suspended", component="job-controller")
                 status.pop("startTime", None)
                 active = []
             else:
@@ -298,7 +298,7 @@ class JobController:
                     reason, message = failure
                     if get_condition({"status": status}, "FailureTarget") is None:
                         set_condition(conds, "FailureTarget", "True", reason=reason, message=message)
-                        record_event(self.api, job, reason, message, type_="Warning")
+                        record_event(self.api, job, reason, message, type_="Warning", component="job-controller")
                     for p in active:
                         self._delete_pod(p)
                     active = []
@@ -315,7 +315,7 @@ class JobController:
                         set_condition(conds, "Complete", "True", reason="CompletionsReached",
                                       message="Reached expected number of succeeded pods")
                         status["completionTime"] = rfc3339()
-                        record_event(self.api, job, "Completed", "Job completed")
+                        record_event(self.api, job, "Completed", "Job completed", component="job-controller")
                 else:
                     want = min(int(spec.get("parallelism") or 1),
                                int(spec.get("completions") or 1) - status.get("succeeded", 0)) - len(active)

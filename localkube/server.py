@@ -245,7 +245,7 @@ class LogSource:
 
     def stream(self, pod: Obj, container: str, *, follow: bool, tail: int | None, timestamps: bool,
                since_seconds: int | None, limit_bytes: int | None,
-               disconnected: asyncio.Event) -> AsyncIterator[bytes]:
+               disconnected: asyncio.Event, previous: bool = False) -> AsyncIterator[bytes]:
         raise NotImplementedError
 
     def check(self, pod: Obj, container: str, previous: bool) -> None:
@@ -614,7 +614,8 @@ class App:
         ctx = Ctx(user=user, dry_run=req.query.get("dryRun") == "All",
                   field_validation=self._field_validation(req))
         if ctx.dry_run is False and req.query.get("dryRun") not in (None, "", "All"):
-            raise bad_request(f"unsupported dryRun value {req.query['dryRun']!r}; the only supported value is All")
+            raise self._invalid_options(req, "dryRun", f'Unsupported value: []string{{"{req.query["dryRun"]}"}}: '
+                                                       'supported values: "All"')
         ns = route.namespace if rt.namespaced else ""
         extra: list[tuple[bytes, bytes]] = []
         if route.subresource == "log":
@@ -657,8 +658,10 @@ class App:
                                           b'propagationPolicy=Background to remove them or set propagationPolicy=Orphan '
                                           b'to suppress this warning"'))
             obj, removed = self.api.delete(rt, ns, route.name, opts, ctx)
-            await self._send_obj(send, req, rt, 200 if removed else 202 if obj["metadata"].get("finalizers") else 200,
-                                 obj, extra)
+            # kube-apiserver answers 202 only for a pending deletion the client asked to cascade
+            # with orphanDependents=false (a compatibility rule); otherwise 200 with the object.
+            cascade = isinstance(body, dict) and body.get("orphanDependents") is False
+            await self._send_obj(send, req, rt, 202 if not removed and cascade else 200, obj, extra)
         elif verb == "deletecollection":
             body = self._decode_body(req, allow_empty=True)
             opts = DeleteOptions.parse(body, req.query)
@@ -669,8 +672,19 @@ class App:
     def _field_validation(self, req: Request) -> str:
         fv = req.query.get("fieldValidation", "Warn") or "Warn"
         if fv not in ("Strict", "Warn", "Ignore"):
-            raise bad_request(f'fieldValidation parameter unsupported: {fv}. Must be one of "Ignore", "Warn", "Strict"')
+            raise self._invalid_options(req, "fieldValidation", f'Unsupported value: "{fv}": supported values: '
+                                                                '"Ignore", "Strict", "Warn"')
         return fv
+
+    @staticmethod
+    def _invalid_options(req: Request, field: str, message: str) -> StatusError:
+        """422 for bad request options, as ValidateCreateOptions/ValidateUpdateOptions report them."""
+        kind = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions",
+                "DELETE": "DeleteOptions"}.get(req.method, "CreateOptions")
+        return StatusError(422, f'{kind}.meta.k8s.io "" is invalid: {field}: {message}',
+                           details={"group": "meta.k8s.io", "kind": kind,
+                                    "causes": [{"reason": "FieldValueNotSupported", "message": message,
+                                                "field": field}]})
 
     @staticmethod
     def _warnings(ctx: Ctx) -> list[tuple[bytes, bytes]]:
@@ -976,7 +990,7 @@ class App:
                 pod, container, follow=follow, tail=int_param("tailLines"),
                 timestamps=req.query.get("timestamps") in ("true", "1"),
                 since_seconds=int_param("sinceSeconds"), limit_bytes=int_param("limitBytes"),
-                disconnected=disconnected,
+                disconnected=disconnected, previous=previous,
             ):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})

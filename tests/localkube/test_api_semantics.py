@@ -1041,8 +1041,6 @@ def test_object_with_a_finalizer_stays_until_the_finalizer_is_removed(core: Any,
     assert gone(lambda: core.read_namespaced_config_map("held", namespace))
 
 
-@pytest.mark.xfail(strict=True, reason="server.py App._resource answers 202 whenever finalizers remain; "
-                                       "kube-apiserver answers 202 only when orphanDependents=false was sent")
 def test_delete_held_by_a_finalizer_answers_200_like_kube_apiserver(http: httpx.Client, namespace: str) -> None:
     http.post(cm_path(namespace), json=configmap("held200", finalizers=["example.com/hold"]))
     try:
@@ -1409,10 +1407,6 @@ def test_fault_endpoint_is_admin_only(localkube: Handle, core: Any, namespace: s
 # -- bad input never yields a 500 ----------------------------------------------------------------------
 
 
-CREATE_OPTIONS_XFAIL = ("server.py App._resource/_field_validation answer 400 for an unsupported dryRun or "
-                        "fieldValidation value; kube-apiserver's ValidateCreateOptions makes it a 422 Invalid "
-                        "(CreateOptions.meta.k8s.io)")
-
 BAD_INPUT: list[Any] = [
     ("invalid-json", "POST", "{cms}", b'{"apiVersion": "v1", "kind": ', 400),
     ("json-array", "POST", "{cms}", b"[]", 400),
@@ -1444,10 +1438,10 @@ BAD_INPUT: list[Any] = [
     ("bad-watch-resource-version", "GET", "{cms}?watch=1&resourceVersion=abc&timeoutSeconds=1", None, 400),
     pytest.param("bad-field-validation", "POST", "{cms}?fieldValidation=Loose",
                  json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}), 422,
-                 marks=pytest.mark.xfail(strict=True, reason=CREATE_OPTIONS_XFAIL), id="bad-field-validation"),
+                 id="bad-field-validation"),
     pytest.param("bad-dry-run", "POST", "{cms}?dryRun=Maybe",
                  json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}), 422,
-                 marks=pytest.mark.xfail(strict=True, reason=CREATE_OPTIONS_XFAIL), id="bad-dry-run"),
+                 id="bad-dry-run"),
     ("bad-propagation-policy", "DELETE", "{cms}/target", json.dumps({"propagationPolicy": "Sideways"}), 422),
     ("bad-grace-period", "DELETE", "{cms}/target?gracePeriodSeconds=never", None, 400),
     ("post-to-a-named-object", "POST", "{cms}/target",

@@ -555,8 +555,6 @@ def test_label_overwrite_and_removal(kubectl: Kubectl, namespace: str, kube: cli
     assert ok(kubectl("get", "cm", "-n", namespace, "-l", "tier", "-o", "name")) == ""
 
 
-@pytest.mark.xfail(strict=True, reason="apiserver keeps an empty `labels: {}` map; the real server's typed "
-                                       "round-trip drops empty maps (omitempty)")
 def test_removing_the_last_label_leaves_no_labels_field(kubectl: Kubectl, namespace: str) -> None:
     ok(kubectl("apply", "-n", namespace, "-f", "-", input=manifest(configmap("l", {}, labels={"tier": "a"}))))
     ok(kubectl("label", "cm", "l", "-n", namespace, "tier-"))
@@ -856,8 +854,6 @@ def test_apply_refuses_unknown_fields_of_a_builtin_kind(kubectl: Kubectl, namesp
     assert 'strict decoding error: unknown field "bogus"' in result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="apiserver does not default the containers of a Job's pod template "
-                                       "(imagePullPolicy, terminationMessagePath/Policy) as the real server does")
 def test_job_pod_template_containers_are_defaulted(kubectl: Kubectl, namespace: str) -> None:
     ok(kubectl("apply", "-n", namespace, "-f", "-", input=manifest(job("defaults", "true"))))
     container = json.loads(ok(kubectl("get", "job", "defaults", "-n", namespace, "-o",

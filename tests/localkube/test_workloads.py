@@ -717,8 +717,6 @@ def test_deleting_a_pod_in_crash_loop_back_off_starts_no_further_container(k: Cl
     assert (ctl / "runs").read_text() == "run\n"
 
 
-@pytest.mark.xfail(strict=True, reason="server.App._pod_log checks `previous` but does not pass it to "
-                   "LogSource.stream, so the current container's log is served")
 def test_previous_logs_are_those_of_the_container_before_the_restart(k: Cluster, ctl: Path) -> None:
     script = "if [ -e /ctl/failed ]; then echo second; else touch /ctl/failed; echo first; exit 1; fi"
     k.create_pod(pod("again", pod_spec(container("main", script, volumeMounts=[ctl_mount()]),
