@@ -7,6 +7,7 @@ the run's labels, so a retried create finds (and adopts) what an earlier attempt
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from models.resolve import ResolvedHook, ResolvedRun
@@ -23,6 +24,7 @@ ANNOTATION_WORKFLOW = "agentrun.dev/workflow-id"
 AGENT_SERVICE_ACCOUNT = "sympozium-agent"
 RESULT_LIMIT = 32768  # bytes of AGENT_RESULT handed to postRun hooks
 JOB_TTL_SECONDS = 300
+MAX_JOB_NAME = 63  # a Job's name is a pod label value (job-name), so at most 63 characters
 SETUP_IMAGE = "busybox:1.36"
 SKIP_MARKER = "__AGENTRUN_SKIP__"
 # Keys an auth Secret may carry; each is mapped optionally, as Sympozium does.
@@ -40,9 +42,18 @@ def workspace_name(run: ResolvedRun) -> str:
 
 
 def job_name(run: ResolvedRun, component: str) -> str:
-    name = {"prerun": f"{run.ref.name}-prerun", "agent-run": run.ref.name, "post-run": f"{run.ref.name}-postrun"}[
-        component]
-    return name[:63].rstrip("-")
+    """`<run>`, `<run>-prerun`, `<run>-postrun`; a name too long for a Job is shortened with a hash.
+
+    Cutting alone would give a 63-character run's three Jobs the same name, and the agent
+    step would then adopt the preRun Job as its own.
+    """
+    suffix = {"prerun": "-prerun", "agent-run": "", "post-run": "-postrun"}[component]
+    name = run.ref.name + suffix
+    if len(name) <= MAX_JOB_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    head = run.ref.name[:MAX_JOB_NAME - len(suffix) - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}{suffix}"
 
 
 def owner(run: ResolvedRun) -> Manifest:

@@ -39,6 +39,9 @@ from .watch import KindWatcher
 
 log = logging.getLogger("agentrun.bridge")
 GROUP, VERSION = "sympozium.ai", "v1alpha1"
+# A failed event (Temporal or Kubernetes unreachable) is handled again after this backoff.
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
 
 
 class BridgeSettings(WorkerSettings):
@@ -48,6 +51,9 @@ class BridgeSettings(WorkerSettings):
     namespaces: list[str] = []
     lease_namespace: str = "default"
     lease_name: str = "agentrun-bridge"
+    # A replica that dies without releasing the Lease holds it this long; a follower then takes over.
+    lease_seconds: int = 15
+    lease_renew_seconds: float = 5.0
     identity: str = ""
 
 
@@ -62,7 +68,8 @@ class Bridge:
         self._started: set[str] = set()
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
-                                     identity=self.identity)
+                                     identity=self.identity, lease_seconds=settings.lease_seconds,
+                                     renew_seconds=settings.lease_renew_seconds)
 
     # -- watches ---------------------------------------------------------------------------------
 
@@ -118,13 +125,24 @@ class Bridge:
                 t.cancel()
 
     async def _pump(self, w: KindWatcher, handler: Any) -> None:
+        failures: dict[str, int] = {}
+        loop = asyncio.get_running_loop()
         while True:
             typ, obj = await w.queue.get()
+            meta = obj.get("metadata") or {}
+            key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
             try:
                 await handler(typ, obj)
+                failures.pop(key, None)
             except Exception:  # one malformed object must never stop the bridge
-                meta = obj.get("metadata") or {}
-                log.exception("handling %s %s/%s failed", typ, meta.get("namespace"), meta.get("name"))
+                # The watch will not deliver this event again (e.g. Temporal was down when a run was
+                # created), so it is retried here, with backoff, until it is handled.
+                n = failures.get(key, 0) + 1
+                failures[key] = n
+                delay = min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS * 2 ** (n - 1))
+                log.exception("handling %s %s/%s failed (attempt %d); retrying in %.1fs", typ,
+                              meta.get("namespace"), meta.get("name"), n, delay)
+                loop.call_later(delay, w.queue.put_nowait, (typ, obj))
 
     # -- AgentRuns -------------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ NODE_NAME = "localkube"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 VAR_REF = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
 TOKEN_DIR_IN_POD = "/var/run/secrets/localkube"
+MAX_LOG_ENTRY = 16 * 1024  # containerd splits longer lines into partial entries
 RESTART_BACKOFF_SECONDS = 1.0  # the real kubelet starts at 10s; locally a quick retry serves better
 _KINDS = {"secrets": "Secret", "configmaps": "ConfigMap"}
 
@@ -871,16 +872,35 @@ class Kubelet(LogSource):
         return code
 
     async def _pump(self, proc: asyncio.subprocess.Process, cr: ContainerRun) -> None:
+        """Copy the container's output into its CRI log: one entry per line, and lines longer
+        than MAX_LOG_ENTRY split into partial (P) entries, as container runtimes do."""
         assert proc.stdout is not None
+        buf = b""
         with cr.log_path.open("ab", buffering=0) as f:
-            while True:
-                line = await proc.stdout.readline()
-                if not line:
-                    break
+
+            def entry(data: bytes, tag: bytes) -> None:
                 stamp = now().strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
-                full = line.endswith(b"\n")
-                f.write(stamp.encode() + b" stdout " + (b"F " if full else b"P ") + line.rstrip(b"\n") + b"\n")
+                f.write(stamp.encode() + b" stdout " + tag + b" " + data + b"\n")
+
+            while True:
+                chunk = await proc.stdout.read(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                while True:
+                    nl = buf.find(b"\n")
+                    if 0 <= nl <= MAX_LOG_ENTRY:
+                        entry(buf[:nl], b"F")
+                        buf = buf[nl + 1:]
+                    elif len(buf) > MAX_LOG_ENTRY:
+                        entry(buf[:MAX_LOG_ENTRY], b"P")
+                        buf = buf[MAX_LOG_ENTRY:]
+                    else:
+                        break
                 cr.changed.set()
+            if buf:
+                entry(buf, b"P")
+            cr.changed.set()
 
     # -- logs ----------------------------------------------------------------------------------
 

@@ -76,6 +76,21 @@ class _Finished(Exception):
         self.result = result
 
 
+HOOK_TIMEOUT = "HookTimeout"
+
+
+def _timed_out_hook(state: JobState, hooks: list[ResolvedHook]) -> HookOutcome | None:
+    """The outcome of a hook Job the workflow stopped because a hook (or the whole Job) ran out of time."""
+    if state.reason not in (HOOK_TIMEOUT, "WorkflowDeadline"):
+        return None
+    running = state.running_hook.container.split("-", 1)[1] if state.running_hook else ""
+    hook = next((h for h in hooks if h.name == running), None)
+    if hook is None:
+        return HookOutcome(ok=False, exit_code=124, message=f"Job {state.job.name} did not finish in time")
+    return HookOutcome(ok=False, failed_hook=hook.name, exit_code=124,
+                       message=f'hook "{hook.name}" timed out after {hook.timeout_seconds}s')
+
+
 def _run_gone(e: ActivityError) -> bool:
     return isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE
 
@@ -115,36 +130,45 @@ class AgentRunWorkflow:
         self._ref = start.ref
         workflow.upsert_search_attributes([SA_NAMESPACE.value_set(start.ref.namespace),
                                            SA_NAME.value_set(start.ref.name), SA_PHASE.value_set("Pending")])
-        # 1. Resolve the spec against the Agent, once; the result is the run's fixed input from now on.
+        resolved: ResolvedRun | None = None
         try:
-            res: Resolution = await self._act(KubeActivities.resolve_run, start, "resolve spec against its Agent")
-        except ActivityError as e:
-            if _run_gone(e):
-                return RunResult(phase="Deleted", error="the run object was deleted before it started")
-            raise
-        self._fallback = max(1, res.fallback_poll_seconds)
-        self._state.agent = res.agent_name
-        if res.agent_name:
-            workflow.upsert_search_attributes([SA_AGENT.value_set(res.agent_name)])
-        # 2. Pending, as soon as the workflow runs (Sympozium leaves the phase empty here).
-        await self._phase("Pending", started_at=_ts(workflow.now()), workflow_id=workflow.info().workflow_id,
-                          observed_generation=start.ref.generation)
-        if res.resolved is None:
-            return await self._invalid(start, res.problem or "invalid spec")
-        run = res.resolved
-        try:
-            outcome = await self._execute(run)
-        except _Finished as f:
-            outcome = f.result
+            try:
+                # 1. Resolve the spec against the Agent, once; the result is the run's fixed input from now on.
+                try:
+                    res: Resolution = await self._act(KubeActivities.resolve_run, start,
+                                                      "resolve spec against its Agent")
+                except ActivityError as e:
+                    if _run_gone(e):
+                        return RunResult(phase="Deleted", error="the run object was deleted before it started")
+                    raise
+                self._fallback = max(1, res.fallback_poll_seconds)
+                self._state.agent = res.agent_name
+                if res.agent_name:
+                    workflow.upsert_search_attributes([SA_AGENT.value_set(res.agent_name)])
+                # 2. Pending, as soon as the workflow runs (Sympozium leaves the phase empty here).
+                await self._phase("Pending", started_at=_ts(workflow.now()), workflow_id=workflow.info().workflow_id,
+                                  observed_generation=start.ref.generation)
+                if res.resolved is None:
+                    problem = res.problem or "invalid spec"
+                    await self._finish("Failed", error=problem,
+                                       conditions=[self._cond("Validated", "False", "InvalidSpec", problem)])
+                resolved = res.resolved
+                assert resolved is not None
+                outcome = await self._execute(resolved)
+            except _Finished as f:
+                outcome = f.result
+            except ActivityError as e:
+                # A step failed for good (its retries ran out): the run fails, and cleanup still happens.
+                outcome = await self._fail_quietly(f"{e.message}: {e.cause}" if e.cause else str(e))
         except asyncio.CancelledError:
             # The run object is being deleted: kill its Jobs, remove what it made, let the object go.
             self._state.step = "cancelled: cleaning up"
-            await self._cleanup(start, run, kill=True)
+            await self._cleanup(start, resolved, kill=True)
             raise
-        except ActivityError as e:
-            # A step failed for good (its retries ran out): the run fails, and cleanup still happens.
-            outcome = await self._fail_quietly(f"{e.message}: {e.cause}" if e.cause else str(e))
-        await self._cleanup(start, run, kill=False)
+        try:
+            await self._cleanup(start, resolved, kill=False)
+        except asyncio.CancelledError:
+            pass  # deleted while cleaning up after it ended: the run's outcome stands
         return outcome
 
     async def _fail_quietly(self, error: str) -> RunResult:
@@ -155,15 +179,6 @@ class AgentRunWorkflow:
         except ActivityError:
             pass  # not even the status could be written; the workflow's own result still says why
         return RunResult(phase="Failed", error=error)
-
-    async def _invalid(self, start: StartRun, problem: str) -> RunResult:
-        try:
-            await self._finish("Failed", error=problem,
-                               conditions=[self._cond("Validated", "False", "InvalidSpec", problem)])
-        except _Finished as f:
-            result = f.result
-        await self._act(KubeActivities.release_run, start, "release the run object", long=True)
-        return result
 
     async def _execute(self, run: ResolvedRun) -> RunResult:
         wid = workflow.info().workflow_id
@@ -220,6 +235,10 @@ class AgentRunWorkflow:
             await self._phase("PostRunning", post_run_job_name=job.name)
         state = await self._wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
                                  hooks=hooks)
+        timed_out = _timed_out_hook(state, hooks)
+        if timed_out is not None:
+            # The Job (and its pod) is gone already; which hook ran out of time is known from the wait.
+            return timed_out
         outcome: HookOutcome = await self._act(KubeActivities.read_hook_outcome, state, f"read {component} outcome")
         return outcome
 
@@ -264,8 +283,7 @@ class AgentRunWorkflow:
                 hook_end = _parse(state.running_hook.started_at) + timedelta(seconds=hook.timeout_seconds)
                 if now >= hook_end:
                     await self._act(KubeActivities.delete_job, DeleteJob(job=job), f"stop Job {job.name}: hook timeout")
-                    return state.model_copy(update={"finished": True, "succeeded": False,
-                                                    "reason": "DeadlineExceeded"})
+                    return state.model_copy(update={"finished": True, "succeeded": False, "reason": HOOK_TIMEOUT})
             if now >= end:
                 await self._act(KubeActivities.delete_job, DeleteJob(job=job), f"stop Job {job.name}: deadline")
                 return state.model_copy(update={"finished": True, "succeeded": False, "reason": "WorkflowDeadline"})
@@ -293,7 +311,7 @@ class AgentRunWorkflow:
     async def _finish(self, phase: str, *, result: str | None = None, error: str | None = None,
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
                       conditions: list[Condition] | None = None) -> RunResult:
-        fields: dict[str, Any] = {"completed_at": _ts(workflow.now())}
+        fields: dict[str, Any] = {"completed_at": _ts(workflow.now()), "workflow_id": workflow.info().workflow_id}
         if result is not None:
             fields["result"] = result
         if error is not None:
@@ -308,12 +326,27 @@ class AgentRunWorkflow:
         await self._status(conditions=conditions, phase=phase, **fields)
         raise _Finished(RunResult(phase=phase, result=result, error=error))
 
-    async def _cleanup(self, start: StartRun, run: ResolvedRun, *, kill: bool) -> None:
+    async def _cleanup(self, start: StartRun, run: ResolvedRun | None, *, kill: bool) -> None:
+        """Remove what the run made and release the object, to the end even if cancelled meanwhile.
+
+        A cancellation (the object was deleted) that arrives during cleanup must not stop it half
+        way: the object would keep its finalizer forever. It is honoured once cleanup is done.
+        """
         self._state.step = "cleanup"
-        req = Cleanup(run=run, ref=start.ref, keep_jobs=run.cleanup == "keep", kill_jobs=kill)
-        await self._act(KubeActivities.cleanup, req, "clean up Jobs, workspace and RBAC", long=True)
+        steps = asyncio.ensure_future(self._cleanup_steps(start, run, kill=kill))
+        try:
+            await asyncio.shield(steps)
+        except asyncio.CancelledError:
+            await steps
+            raise
+        finally:
+            self._state.step = "done"
+
+    async def _cleanup_steps(self, start: StartRun, run: ResolvedRun | None, *, kill: bool) -> None:
+        if run is not None:  # an unresolved run created nothing but the finalizer
+            req = Cleanup(run=run, ref=start.ref, keep_jobs=run.cleanup == "keep", kill_jobs=kill)
+            await self._act(KubeActivities.cleanup, req, "clean up Jobs, workspace and RBAC", long=True)
         await self._act(KubeActivities.release_run, start, "release the run object", long=True)
-        self._state.step = "done"
 
     # -- activity plumbing -----------------------------------------------------------------------
 

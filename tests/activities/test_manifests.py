@@ -7,6 +7,7 @@ from typing import Any
 from activities.manifests import (
     agent_job,
     cut_utf8,
+    job_name,
     lifecycle_rbac,
     postrun_job,
     prerun_job,
@@ -136,3 +137,13 @@ def test_workspace_pvc_is_rwo_with_the_requested_size() -> None:
 def test_cleanup_keep_drops_the_job_ttl() -> None:
     job = agent_job(resolved(cleanup="keep"), workflow_id="wf")
     assert "ttlSecondsAfterFinished" not in job["spec"]
+
+
+def test_job_names_of_a_long_run_stay_distinct_and_fit() -> None:
+    short = resolved()
+    assert [job_name(short, c) for c in ("prerun", "agent-run", "post-run")] == ["run1-prerun", "run1", "run1-postrun"]
+    long = resolved().model_copy(update={"ref": short.ref.model_copy(update={"name": "r" * 63})})
+    names = [job_name(long, c) for c in ("prerun", "agent-run", "post-run")]
+    assert len(set(names)) == 3 and all(len(n) <= 63 for n in names), names
+    assert names[1] == "r" * 63 and names[0].endswith("-prerun") and names[2].endswith("-postrun")
+    assert names == [job_name(long, c) for c in ("prerun", "agent-run", "post-run")]  # deterministic

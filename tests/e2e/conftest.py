@@ -3,18 +3,22 @@ and the worker and bridge as real processes (so tests can kill and restart them)
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from cli.stack import TemporalDevServer, stop_process
 from localkube.testing import Handle
@@ -76,11 +80,185 @@ class Stack:
             return run if run and (run.get("status") or {}).get("phase") in phases else None
         return wait_for(probe, timeout=timeout, interval=0.1, what=f"run {ns}/{name} to reach {sorted(phases)}")
 
+    # -- plain Kubernetes reads ------------------------------------------------------------------
+    # Typed as Any: the client's models declare every field Optional, which only adds noise to asserts.
+
+    @property
+    def core(self) -> Any:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def batch(self) -> Any:
+        return client.BatchV1Api(self.api)
+
+    @property
+    def rbac(self) -> Any:
+        return client.RbacAuthorizationV1Api(self.api)
+
+    def run_objects(self, ns: str, run: str) -> dict[str, list[str]]:
+        """Names of the run's Jobs, pods, PVCs and lifecycle RBAC objects that exist right now."""
+        sel = f"sympozium.ai/agent-run={run}"
+        lc = f"sympozium-lifecycle-{run}"
+        out = {
+            "jobs": [j.metadata.name for j in self.batch.list_namespaced_job(ns, label_selector=sel).items],
+            "pods": [p.metadata.name for p in self.core.list_namespaced_pod(ns, label_selector=sel).items],
+            "pvcs": [p.metadata.name for p in self.core.list_namespaced_persistent_volume_claim(ns).items
+                     if p.metadata.name == f"{run}-workspace"],
+            "roles": [r.metadata.name for r in self.rbac.list_namespaced_role(ns).items if r.metadata.name == lc],
+            "rolebindings": [r.metadata.name for r in self.rbac.list_namespaced_role_binding(ns).items
+                             if r.metadata.name == lc],
+            "serviceaccounts": [a.metadata.name for a in self.core.list_namespaced_service_account(ns).items
+                                if a.metadata.name == lc],
+        }
+        return out
+
+    def wait_gone(self, ns: str, run: str, kinds: tuple[str, ...] = ("jobs", "pods", "pvcs", "roles", "rolebindings",
+                                                                      "serviceaccounts"),
+                  timeout: float = 30) -> None:
+        def probe() -> bool:
+            objs = self.run_objects(ns, run)
+            return not any(objs[k] for k in kinds)
+        wait_for(probe, timeout=timeout, interval=0.1,
+                 what=f"{', '.join(kinds)} of run {run} to be gone (now: {self.run_objects(ns, run)})")
+
+    def pod_log(self, ns: str, run: str, component: str, container: str) -> str:
+        """The log of one container of the run's (last) pod of `component` (prerun, agent-run, post-run)."""
+        pods = self.core.list_namespaced_pod(
+            ns, label_selector=f"sympozium.ai/agent-run={run},sympozium.ai/component={component}").items
+        assert pods, f"no {component} pod of run {run}"
+        pod = sorted(pods, key=lambda p: p.metadata.creation_timestamp)[-1]
+        return cast(str, self.core.read_namespaced_pod_log(pod.metadata.name, ns, container=container))
+
+    def workflow_status(self, workflow_id: str) -> WorkflowExecutionStatus | None:
+        async def describe() -> WorkflowExecutionStatus | None:
+            temporal = await Client.connect(self.temporal.address, data_converter=pydantic_data_converter)
+            return (await temporal.get_workflow_handle(workflow_id).describe()).status
+        return asyncio.run(describe())
+
+
+class Recorder:
+    """Every event of one kind in one namespace since it was made: a list, then a watch on a thread.
+
+    Tests assert on what ever existed (phases in order, how many pods were ever created), not
+    only on what is left at the end.
+    """
+
+    def __init__(self, api: client.ApiClient, list_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self.api = api
+        self.list_fn = list_fn
+        self.args = args
+        self.kwargs = kwargs
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        initial = api.sanitize_for_serialization(list_fn(*args, **kwargs))
+        self._rv = str(initial["metadata"]["resourceVersion"])
+        for item in initial.get("items") or []:
+            self.events.append(("ADDED", item))
+        self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for ev in w.stream(self.list_fn, *self.args, resource_version=self._rv, timeout_seconds=2,
+                                   allow_watch_bookmarks=True, **self.kwargs):
+                    obj = ev["raw_object"]
+                    self._rv = str(obj["metadata"]["resourceVersion"])
+                    if ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        with self._lock:
+                            self.events.append((ev["type"], obj))
+                    if self._stop.is_set():
+                        break
+            except Exception:  # a dropped watch resumes from the last resourceVersion
+                self._stop.wait(0.2)
+            finally:
+                w.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def snapshot(self) -> list[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            return list(self.events)
+
+    def phases(self, name: str) -> list[str]:
+        """The distinct successive status.phase values an object went through."""
+        out: list[str] = []
+        for _typ, obj in self.snapshot():
+            if obj["metadata"]["name"] != name:
+                continue
+            phase = (obj.get("status") or {}).get("phase")
+            if phase and (not out or out[-1] != phase):
+                out.append(phase)
+        return out
+
+    def final_phases(self, name: str, timeout: float = 10) -> list[str]:
+        """`phases(name)` once the watch has delivered a terminal phase (it may lag a GET slightly)."""
+        wait_for(lambda: (self.phases(name) or [""])[-1] in TERMINAL, timeout=timeout,
+                 what=f"the watch to see {name} end (seen: {self.phases(name)})")
+        return self.phases(name)
+
+    def seen(self, predicate: Callable[[str, dict[str, Any]], bool], timeout: float = 10) -> None:
+        """Wait until the watch has delivered an event (type, object) that matches."""
+        wait_for(lambda: any(predicate(t, o) for t, o in self.snapshot()), timeout=timeout,
+                 what="the watch to deliver a matching event")
+
+    def created(self, predicate: Callable[[dict[str, Any]], bool] = lambda _o: True) -> dict[str, str]:
+        """uid → name of every object ever seen that matches."""
+        return {obj["metadata"]["uid"]: obj["metadata"]["name"] for _t, obj in self.snapshot() if predicate(obj)}
+
+
+Record = Callable[..., Recorder]
+Faults = Callable[..., int]
+
+
+@pytest.fixture
+def faults(stack: Stack) -> Iterator[Faults]:
+    """`faults(ns, verb=..., resource=..., code=..., times=...)`: localkube faults scoped to one namespace.
+
+    All faults are cleared afterwards (the e2e tests run one at a time)."""
+
+    def inject(namespace: str, **spec: Any) -> int:
+        return stack.kube.inject_fault(namespace=namespace, **spec)
+
+    yield inject
+    stack.kube.clear_faults()
+
+
+@pytest.fixture
+def record(stack: Stack) -> Iterator[Record]:
+    """`record(ns, "agentruns" | "jobs" | "pods" | "persistentvolumeclaims" | "roles", label_selector=...)`."""
+    made: list[Recorder] = []
+    lists: dict[str, Callable[[str], tuple[Callable[..., Any], tuple[Any, ...]]]] = {
+        "agentruns": lambda ns: (stack.custom.list_namespaced_custom_object,
+                                 ("sympozium.ai", "v1alpha1", ns, "agentruns")),
+        "jobs": lambda ns: (stack.batch.list_namespaced_job, (ns,)),
+        "pods": lambda ns: (stack.core.list_namespaced_pod, (ns,)),
+        "persistentvolumeclaims": lambda ns: (stack.core.list_namespaced_persistent_volume_claim, (ns,)),
+        "roles": lambda ns: (stack.rbac.list_namespaced_role, (ns,)),
+        "rolebindings": lambda ns: (stack.rbac.list_namespaced_role_binding, (ns,)),
+        "serviceaccounts": lambda ns: (stack.core.list_namespaced_service_account, (ns,)),
+    }
+
+    def make(ns: str, kind: str, **kwargs: Any) -> Recorder:
+        fn, args = lists[kind](ns)
+        r = Recorder(stack.api, fn, *args, **kwargs)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.stop()
+
 
 def _env(kubeconfig: Path, temporal: TemporalDevServer, task_queue: str) -> dict[str, str]:
     return {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address, "AGENTRUN_TEMPORAL__TASK_QUEUE": task_queue,
             "AGENTRUN_KUBE__KUBECONFIG": str(kubeconfig), "AGENTRUN_FALLBACK_POLL_SECONDS": "5",
-            "PYTHONUNBUFFERED": "1"}
+            # A killed bridge's successor takes the Lease over within seconds, not the default 15s.
+            "AGENTRUN_LEASE_SECONDS": "3", "AGENTRUN_LEASE_RENEW_SECONDS": "1", "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.fixture(scope="session")
@@ -123,3 +301,12 @@ def agent(name: str = "helper", **defaults: Any) -> dict[str, Any]:
 def agent_run(name: str, task: str = "hello", agent_ref: str = "helper", **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun", "metadata": {"name": name},
             "spec": {"agentRef": agent_ref, "task": task, **spec}}
+
+
+def hook(name: str, script: str, **fields: Any) -> dict[str, Any]:
+    """A lifecycle hook running `script` with the host's sh (localkube runs busybox commands on the host)."""
+    return {"name": name, "image": "busybox:1.36", "command": ["sh", "-c", script], **fields}
+
+
+def condition(run: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in (run.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), None)

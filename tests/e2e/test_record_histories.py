@@ -1,0 +1,53 @@
+"""Runs of each shape, whose histories must replay against the current workflow code.
+
+With AGENTRUN_RECORD_HISTORIES=1 they are also written to tests/workflows/histories/, which
+tests/workflows/test_replay.py replays on every CI run (no server needed).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tests.e2e.conftest import Stack, agent, agent_run
+from workflows.agent_run import AgentRunWorkflow
+
+OUT = Path(__file__).resolve().parents[1] / "workflows" / "histories"
+HOOK = {"name": "h", "image": "busybox:1.36", "command": ["sh", "-c", "true"]}
+SHAPES: dict[str, dict[str, Any]] = {
+    "plain-success": {},
+    "hooks-success": {"lifecycle": {"preRun": [HOOK], "postRun": [HOOK],
+                                    "rbac": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}},
+    "agent-failure": {"task": "fail:boom", "lifecycle": {"postRun": [HOOK]}},
+    "prerun-skip": {"lifecycle": {"preRun": [{**HOOK, "command": ["sh", "-c", "echo later > /ipc/control/skip"]}]}},
+    "invalid-spec": {"timeout": "soon"},
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, shape: str) -> None:
+    stack.create(namespace, "agents", agent())
+    spec = dict(SHAPES[shape])
+    task = spec.pop("task", "hello")
+    stack.create(namespace, "agentruns", agent_run("r", task=task, **spec))
+    run = stack.wait_phase(namespace, "r")
+    client = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+    handle = client.get_workflow_handle(run["status"]["workflowId"])
+    await handle.result()  # the workflow has also finished its cleanup
+    history = await handle.fetch_history()
+    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None
+    if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1":
+        _save(shape, history.to_json())
+
+
+def _save(shape: str, text: str) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{shape}.json").write_text(text)

@@ -1,0 +1,1 @@
+"""Workflow tests that need no cluster: replay of recorded histories."""

@@ -1,0 +1,33 @@
+"""Recorded AgentRunWorkflow histories replay with the current code, so a change that breaks
+determinism (reordered or renamed steps, new activities without versioning) fails CI.
+
+The histories come from real runs (tests/e2e/test_record_histories.py). Refresh them only on
+purpose, for a deliberate, versioned workflow change:
+
+    AGENTRUN_RECORD_HISTORIES=1 .venv/bin/pytest tests/e2e/test_record_histories.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workflows.agent_run import AgentRunWorkflow
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+TEXTS = {p.stem: p.read_text() for p in HISTORIES}
+
+
+def test_there_are_recorded_histories() -> None:
+    assert len(HISTORIES) >= 5
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+async def test_recorded_history_replays(name: str) -> None:
+    history = WorkflowHistory.from_json(name, TEXTS[name])
+    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
