@@ -29,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.manifests import ANNOTATION_WORKFLOW, LABEL_RUN
 from models.agentrun import TERMINAL_PHASES
+from models.gate import VERDICT_ANNOTATION, parse_annotation
 from models.resolve import RunRef
 from models.steps import JobFinished, StartRun
 from worker.settings import WorkerSettings
@@ -66,6 +67,7 @@ class Bridge:
         self.batch = client.BatchV1Api(api)
         self._signalled: set[str] = set()
         self._started: set[str] = set()
+        self._verdicts: dict[str, str] = {}
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
                                      identity=self.identity, lease_seconds=settings.lease_seconds,
@@ -159,9 +161,25 @@ class Bridge:
             await self._cancel(wid, ref)
             return
         phase = (obj.get("status") or {}).get("phase")
-        if phase in TERMINAL_PHASES or wid in self._started:
+        if phase in TERMINAL_PHASES:
             return
-        await self._start(ref, wid)
+        if wid not in self._started:
+            await self._start(ref, wid)
+        await self._forward_verdict(obj, ref, wid)
+
+    async def _forward_verdict(self, obj: dict[str, Any], ref: RunRef, wid: str) -> None:
+        """The Sympozium way of giving a verdict: a gate hook patches the run's annotation."""
+        text = ((obj.get("metadata") or {}).get("annotations") or {}).get(VERDICT_ANNOTATION)
+        if not text or self._verdicts.get(wid) == text:
+            return
+        verdict = parse_annotation(text)
+        self._verdicts[wid] = text
+        if verdict is None:
+            log.info("ignoring malformed gate verdict on %s/%s", ref.namespace, ref.name)
+            return
+        verdict.decided_by = f"system:serviceaccount:{ref.namespace}:sympozium-lifecycle-{ref.name}"
+        await self.temporal.get_workflow_handle(wid).signal(AgentRunWorkflow.verdict, verdict)
+        log.info("forwarded gate verdict %s for %s", verdict.action, wid)
 
     async def _start(self, ref: RunRef, wid: str) -> None:
         s = self.settings

@@ -67,6 +67,18 @@ DEFAULT_IMAGE_MAP: dict[str, list[str]] = {
 }
 
 
+def _toolchain_paths_under(root: str) -> list[str]:
+    """sys.prefix, the base interpreter and sys.path entries below `root`, outermost only."""
+    found = set()
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path):
+        if p and os.path.isdir(p):
+            real = os.path.realpath(p)
+            if real.startswith(root.rstrip("/") + "/"):
+                found.add(real)
+    outer = sorted(found)
+    return [p for p in outer if not any(p != q and p.startswith(q + "/") for q in outer)]
+
+
 def _resolve_host_path(path: str) -> str:
     """Resolve symlinks in the existing prefix of `path`, keeping the missing remainder."""
     head, tail = path, ""
@@ -752,6 +764,11 @@ class Kubelet(LogSource):
                 args += ["--ro-bind" if ro_root else "--bind", str(tmp), "/tmp"]
             elif os.path.isdir(host):
                 args += ["--ro-bind" if ro_root or entry == "sys" else "--bind", host, host]
+        # The private /tmp hides the host's; localkube's own toolchain (the Python that runs
+        # `python -m ...` images, kubectl, an editable checkout) may live there, so it stays visible.
+        for path in _toolchain_paths_under("/tmp"):
+            if path not in targets:
+                args += ["--ro-bind", path, path]
         token_dir = run.dir / "localkube"
         token_dir.mkdir(parents=True, exist_ok=True)
         targets.setdefault(TOKEN_DIR_IN_POD, (token_dir, True))

@@ -21,7 +21,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.kube import RUN_GONE, KubeActivities
     from activities.results import AgentOutcome
-    from models.agentrun import AgentRunStatus, Condition, TokenUsage
+    from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
+    from models.gate import GateView, Verdict, resolve
     from models.resolve import ResolvedHook, ResolvedRun, RunRef
     from models.steps import (
         Cleanup,
@@ -77,6 +78,7 @@ class _Finished(Exception):
 
 
 HOOK_TIMEOUT = "HookTimeout"
+STOPPED_FOR_VERDICT = "StoppedForVerdict"
 
 
 def _timed_out_hook(state: JobState, hooks: list[ResolvedHook]) -> HookOutcome | None:
@@ -111,6 +113,12 @@ class AgentRunWorkflow:
         self._ref: RunRef | None = None
         self._fallback = 60
         self._failing = False
+        # The gate: None until resolution tells whether the run has one.
+        self._has_gate: bool | None = None
+        self._verdict: Verdict | None = None
+        self._refused: list[Verdict] = []
+        self._gate: GateView = GateView(state="none")
+        self._done = False
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -122,6 +130,37 @@ class AgentRunWorkflow:
     @workflow.query
     def status(self) -> RunState:
         return self._state
+
+    @workflow.query
+    def gate(self) -> GateView:
+        return self._gate
+
+    @workflow.signal
+    def verdict(self, verdict: Verdict) -> None:
+        """A verdict without a reply (the annotation path, or when no worker can validate an Update).
+
+        The first verdict wins; later ones are kept in `_refused` for the record."""
+        if self._verdict is None and not self._done and self._has_gate is not False:
+            self._verdict = verdict
+        else:
+            self._refused.append(verdict)
+
+    @workflow.update
+    async def submit_verdict(self, verdict: Verdict) -> GateView:
+        """A verdict with a reply: accepted only while a gate can still take one; answers with the
+        gate once it is resolved (a verdict given before the gate starts waiting is kept for it)."""
+        self._verdict = verdict
+        await workflow.wait_condition(lambda: self._gate.gate_verdict is not None or self._done)
+        return self._gate
+
+    @submit_verdict.validator
+    def _check_verdict(self, verdict: Verdict) -> None:
+        if self._done:
+            raise ValueError("the run has finished")
+        if self._has_gate is False:
+            raise ValueError("the run has no gate (no postRun hook with gate: true)")
+        if self._verdict is not None or self._gate.gate_verdict is not None:
+            raise ValueError("the gate already has a verdict")
 
     # -- run -------------------------------------------------------------------------------------
 
@@ -154,6 +193,7 @@ class AgentRunWorkflow:
                                        conditions=[self._cond("Validated", "False", "InvalidSpec", problem)])
                 resolved = res.resolved
                 assert resolved is not None
+                self._has_gate = resolved.gate_hook is not None
                 outcome = await self._execute(resolved)
             except _Finished as f:
                 outcome = f.result
@@ -206,35 +246,93 @@ class AgentRunWorkflow:
         if outcome.status == "skipped":
             return await self._finish("Skipped", result=outcome.response)
         conditions: list[Condition] = []
-        # 7. postRun hooks (they run after failures and timeouts too, with the real exit code).
+        # 7. postRun hooks (they run after failures and timeouts too, with the real exit code),
+        #    and the response gate when one of them has gate: true.
+        gate: tuple[str, str] | None = None
         if run.post_run:
             text = outcome.response if outcome.status == "success" else outcome.error
             post_req = req.model_copy(update={"component": "post-run", "agent_exit_code": outcome.exit_code,
                                               "agent_result": text})
             await self._status(exit_code=outcome.exit_code)
-            hook = await self._hooks(run, "post-run", post_req)
-            if not hook.ok:
-                conditions.append(self._cond("PostRunFailed", "True", "PostRunJobFailed",
-                                             f"postRun {hook.message}"))
+            if run.gate_hook is not None:
+                gate = await self._gate_and_postrun(run, post_req, outcome, conditions)
+            else:
+                hook = await self._hooks(run, "post-run", post_req)
+                if not hook.ok:
+                    conditions.append(self._cond("PostRunFailed", "True", "PostRunJobFailed",
+                                                 f"postRun {hook.message}"))
         # 8. Finish: the phase follows the agent's outcome.
         usage = TokenUsage(input_tokens=outcome.metrics.input_tokens, output_tokens=outcome.metrics.output_tokens,
                            total_tokens=outcome.metrics.input_tokens + outcome.metrics.output_tokens,
                            tool_calls=outcome.metrics.tool_calls, duration_ms=outcome.metrics.duration_ms)
+        extra: dict[str, Any] = {}
+        if gate is not None:
+            g = self._gate
+            extra = {"gate_verdict": gate[0], "gate": GateStatus(state=gate[0], requested_at=g.requested_at,
+                                                                 decided_at=g.decided_at, decided_by=g.decided_by,
+                                                                 reason=g.reason)}
         if outcome.status == "success":
-            return await self._finish("Succeeded", result=outcome.response, token_usage=usage,
-                                      exit_code=0 if run.post_run else None, conditions=conditions)
+            return await self._finish("Succeeded", result=gate[1] if gate else outcome.response, token_usage=usage,
+                                      exit_code=0 if run.post_run else None, conditions=conditions, **extra)
         return await self._finish("Failed", error=outcome.error, conditions=conditions,
-                                  exit_code=outcome.exit_code if run.post_run else None)
+                                  exit_code=outcome.exit_code if run.post_run else None, **extra)
 
-    async def _hooks(self, run: ResolvedRun, component: str, req: JobRequest) -> HookOutcome:
+    async def _gate_and_postrun(self, run: ResolvedRun, req: JobRequest, outcome: AgentOutcome,
+                                conditions: list[Condition]) -> tuple[str, str]:
+        """postRun with a gate hook: wait for a verdict (durably, with no pod) or gateTimeout.
+
+        Returns (gateVerdict label, final result). A gate hook that exits 0 leaves the run waiting;
+        one that fails without a verdict resolves the gate at once. A gate hook killed only for its
+        own timeout (a Sympozium-style `sleep` approval hook) also leaves the run waiting."""
+        gate = run.gate_hook
+        assert gate is not None
+        started = workflow.now()
+        self._gate = GateView(state="pending", requested_at=_ts(started))
+        workflow.upsert_search_attributes([SA_GATE.value_set("pending")])
+        hook = await self._hooks(run, "post-run", req, stop_when=lambda: self._verdict is not None,
+                                 gate_requested_at=_ts(started))
+        gate_failed = (not hook.ok and hook.failed_hook == gate.name and hook.exit_code != 124
+                       and self._verdict is None)
+        if not hook.ok and hook.failed_hook != gate.name and hook.message:
+            conditions.append(self._cond("PostRunFailed", "True", "PostRunJobFailed", f"postRun {hook.message}"))
+        if gate_failed:
+            conditions.append(self._cond("PostRunFailed", "True", "PostRunJobFailed", f"postRun {hook.message}"))
+        if self._verdict is None and not gate_failed:
+            self._state.step = "waiting for a gate verdict"
+            remaining = started + timedelta(seconds=run.gate_timeout_seconds) - workflow.now()
+            try:
+                await workflow.wait_condition(lambda: self._verdict is not None,
+                                              timeout=max(remaining.total_seconds(), 0.001))
+            except TimeoutError:
+                pass
+        agent_text = outcome.response if outcome.status == "success" else ""
+        label, final = resolve(self._verdict, agent_result=agent_text, gate_default=run.gate_default,
+                               hook_failed=gate_failed)
+        v = self._verdict
+        decided_by = v.decided_by if v else "gate-default"
+        reason = (v.reason or f"{v.action} via {v.source}") if v else (
+            "gate hook failed without a verdict" if gate_failed else f"no verdict within {run.gate_timeout_seconds}s")
+        self._gate = GateView(state=label, gate_verdict=label, requested_at=_ts(started), decided_at=_ts(workflow.now()),
+                              decided_by=decided_by, reason=reason, result=final)
+        workflow.upsert_search_attributes([SA_GATE.value_set(label)])
+        conditions.append(self._cond("GateResolved", "True", label, reason))
+        return label, final
+
+    async def _hooks(self, run: ResolvedRun, component: str, req: JobRequest, *,
+                     stop_when: Any = None, gate_requested_at: str | None = None) -> HookOutcome:
         hooks = run.pre_run if component == "prerun" else run.post_run
         job: JobRef = await self._act(KubeActivities.create_job, req.model_copy(update={"component": component}),
                                       f"{component} Job with {len(hooks)} hook(s)")
         self._state.jobs[component] = job.name
         if component == "post-run":
-            await self._phase("PostRunning", post_run_job_name=job.name)
+            extra: dict[str, Any] = {}
+            if gate_requested_at is not None:
+                extra["gate"] = GateStatus(state="pending", requested_at=gate_requested_at)
+            await self._phase("PostRunning", post_run_job_name=job.name, **extra)
         state = await self._wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
-                                 hooks=hooks)
+                                 hooks=hooks, stop_when=stop_when)
+        if state.reason == STOPPED_FOR_VERDICT:
+            return HookOutcome(ok=True, message="stopped: the gate has its verdict")
         timed_out = _timed_out_hook(state, hooks)
         if timed_out is not None:
             # The Job (and its pod) is gone already; which hook ran out of time is known from the wait.
@@ -256,8 +354,11 @@ class AgentRunWorkflow:
             await self._act(KubeActivities.delete_job, DeleteJob(job=job), "delete the timed-out agent Job")
         return outcome
 
-    async def _wait(self, job: JobRef, *, deadline: timedelta, hooks: list[ResolvedHook] | None = None) -> JobState:
-        """Wait for the Job: woken by the bridge's signal, or by the slow fallback check, or a deadline."""
+    async def _wait(self, job: JobRef, *, deadline: timedelta, hooks: list[ResolvedHook] | None = None,
+                    stop_when: Any = None) -> JobState:
+        """Wait for the Job: woken by the bridge's signal, or by the slow fallback check, or a deadline.
+
+        With `stop_when` (the gate's verdict), the Job is stopped as soon as it holds."""
         end = workflow.now() + deadline
         by_container = {f"{'pre' if job.component == 'prerun' else 'post'}-{h.name}": h for h in hooks or []}
         hook_end: datetime | None = None
@@ -270,9 +371,14 @@ class AgentRunWorkflow:
             if hook_end is not None:
                 wake = min(wake, (hook_end - now).total_seconds())
             try:
-                await workflow.wait_condition(lambda: job.uid in self._finished, timeout=max(wake, 0.001))
+                await workflow.wait_condition(
+                    lambda: job.uid in self._finished or (stop_when is not None and stop_when()),
+                    timeout=max(wake, 0.001))
             except TimeoutError:
                 pass
+            if stop_when is not None and stop_when() and job.uid not in self._finished:
+                await self._act(KubeActivities.delete_job, DeleteJob(job=job), f"stop Job {job.name}: verdict given")
+                return JobState(job=job, finished=True, succeeded=True, reason=STOPPED_FOR_VERDICT)
             state: JobState = await self._act(KubeActivities.check_job, job, f"check Job {job.name}")
             if state.finished:
                 return state
@@ -310,8 +416,10 @@ class AgentRunWorkflow:
 
     async def _finish(self, phase: str, *, result: str | None = None, error: str | None = None,
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
-                      conditions: list[Condition] | None = None) -> RunResult:
-        fields: dict[str, Any] = {"completed_at": _ts(workflow.now()), "workflow_id": workflow.info().workflow_id}
+                      conditions: list[Condition] | None = None, **extra: Any) -> RunResult:
+        self._done = True
+        fields: dict[str, Any] = {"completed_at": _ts(workflow.now()), "workflow_id": workflow.info().workflow_id,
+                                  **extra}
         if result is not None:
             fields["result"] = result
         if error is not None:

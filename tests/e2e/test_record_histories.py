@@ -15,6 +15,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from models.gate import Verdict
 from tests.e2e.conftest import Stack, agent, agent_run
 from workflows.agent_run import AgentRunWorkflow
 
@@ -27,6 +28,8 @@ SHAPES: dict[str, dict[str, Any]] = {
     "agent-failure": {"task": "fail:boom", "lifecycle": {"postRun": [HOOK]}},
     "prerun-skip": {"lifecycle": {"preRun": [{**HOOK, "command": ["sh", "-c", "echo later > /ipc/control/skip"]}]}},
     "invalid-spec": {"timeout": "soon"},
+    "gate-timeout": {"lifecycle": {"postRun": [{**HOOK, "gate": True}], "gateTimeout": "2s"}},
+    "gate-rejected-by-signal": {"task": "sleep:2 hi", "lifecycle": {"postRun": [{**HOOK, "gate": True}]}},
 }
 
 
@@ -36,8 +39,12 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
     spec = dict(SHAPES[shape])
     task = spec.pop("task", "hello")
     stack.create(namespace, "agentruns", agent_run("r", task=task, **spec))
-    run = stack.wait_phase(namespace, "r")
     client = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+    if shape == "gate-rejected-by-signal":
+        running = stack.wait_phase(namespace, "r", {"Running"})
+        await client.get_workflow_handle(running["status"]["workflowId"]).signal(
+            AgentRunWorkflow.verdict, Verdict(action="reject", response="no"))
+    run = stack.wait_phase(namespace, "r")
     handle = client.get_workflow_handle(run["status"]["workflowId"])
     await handle.result()  # the workflow has also finished its cleanup
     history = await handle.fetch_history()
@@ -49,5 +56,8 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
 
 
 def _save(shape: str, text: str) -> None:
+    """Existing recordings are kept: that older histories still replay is the point."""
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{shape}.json").write_text(text)
+    path = OUT / f"{shape}.json"
+    if not path.exists():
+        path.write_text(text)

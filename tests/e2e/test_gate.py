@@ -1,0 +1,116 @@
+"""The response gate (SPEC §4): each outcome of the table, by annotation and by Temporal Update."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes import client
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from models.gate import BLOCKED_TEXT, REJECTED_TEXT, Verdict
+from tests.e2e.conftest import Stack, agent, agent_run
+from tests.waiting import wait_for
+from workflows.agent_run import AgentRunWorkflow
+
+RBAC = [{"apiGroups": ["sympozium.ai"], "resources": ["agentruns"], "verbs": ["get", "patch"]}]
+
+
+def gate_hook(script: str, **extra: Any) -> dict[str, Any]:
+    return {"name": "gate", "image": "busybox:1.36", "gate": True, "command": ["sh", "-c", script], **extra}
+
+
+def annotate(verdict: dict[str, Any]) -> str:
+    patch = {"metadata": {"annotations": {"sympozium.ai/gate-verdict": json.dumps(verdict)}}}
+    return f"kubectl patch agentrun \"$AGENT_RUN_ID\" --type=merge -p '{json.dumps(patch)}'"
+
+
+def gated(stack: Stack, ns: str, name: str, script: str, *, rbac: bool = True, task: str = "hello",
+          **lifecycle: Any) -> dict[str, Any]:
+    stack.create(ns, "agents", agent())
+    lc: dict[str, Any] = {"postRun": [gate_hook(script)], **lifecycle}
+    if rbac:
+        lc["rbac"] = RBAC
+    stack.create(ns, "agentruns", agent_run(name, task=task, lifecycle=lc))
+    return stack.wait_phase(ns, name, timeout=90)
+
+
+@pytest.mark.parametrize(("verdict", "label", "result"), [
+    ({"action": "approve", "reason": "looks fine"}, "approved", "echo: hello"),
+    ({"action": "reject", "response": "BLOCKED_BY_POLICY"}, "rejected", "BLOCKED_BY_POLICY"),
+    ({"action": "reject"}, "rejected", REJECTED_TEXT),
+    ({"action": "rewrite", "response": "clean text"}, "rewritten", "clean text"),
+])
+def test_annotation_verdicts_resolve_the_gate(stack: Stack, namespace: str, verdict: dict[str, Any], label: str,
+                                              result: str) -> None:
+    run = gated(stack, namespace, "g", annotate(verdict) + "; sleep 30")
+    st = run["status"]
+    assert st["phase"] == "Succeeded" and st["gateVerdict"] == label
+    assert st["result"].startswith(result)
+    assert st["gate"]["state"] == label and st["gate"]["decidedBy"].endswith(":sympozium-lifecycle-g")
+    assert any(c["type"] == "GateResolved" and c["reason"] == label for c in st["conditions"])
+
+
+@pytest.mark.parametrize(("default", "label", "blocked"), [("block", "error", True), ("allow", "allowed-by-default", False)])
+def test_a_failing_gate_hook_without_verdict_resolves_by_gate_default(stack: Stack, namespace: str, default: str,
+                                                                      label: str, blocked: bool) -> None:
+    run = gated(stack, namespace, "gf", "exit 1", gateDefault=default)
+    st = run["status"]
+    assert st["gateVerdict"] == label and st["phase"] == "Succeeded"
+    assert (st["result"] == BLOCKED_TEXT) is blocked
+    assert any(c["type"] == "PostRunFailed" for c in st["conditions"])
+
+
+@pytest.mark.parametrize(("default", "label", "blocked"), [("block", "timeout", True), ("allow", "allowed-by-default", False)])
+def test_gate_timeout_resolves_by_gate_default(stack: Stack, namespace: str, default: str, label: str,
+                                               blocked: bool) -> None:
+    run = gated(stack, namespace, "gt", "true", gateDefault=default, gateTimeout="3s")
+    st = run["status"]
+    assert st["gateVerdict"] == label
+    assert (st["result"] == BLOCKED_TEXT) is blocked
+
+
+def test_a_gate_hook_without_rbac_cannot_patch_and_the_run_resolves_by_default(stack: Stack, namespace: str) -> None:
+    run = gated(stack, namespace, "norbac", annotate({"action": "approve"}), rbac=False)
+    st = run["status"]
+    assert st["gateVerdict"] == "error" and st["result"] == BLOCKED_TEXT
+
+
+async def test_update_verdict_while_waiting_without_a_pod_and_a_second_is_refused(stack: Stack,
+                                                                                  namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, "agentruns", agent_run("wait", lifecycle={"postRun": [gate_hook("true")],
+                                                                       "gateTimeout": "10m"}))
+    run = stack.wait_phase(namespace, "wait", {"PostRunning"})
+    core = client.CoreV1Api(stack.api)
+
+    def waiting_without_pod() -> bool:
+        r = stack.get_run(namespace, "wait") or {}
+        pods: list[Any] = core.list_namespaced_pod(namespace, label_selector="sympozium.ai/agent-run=wait").items
+        live = [p for p in pods if p.status.phase not in ("Succeeded", "Failed")]
+        return ((r.get("status") or {}).get("gate") or {}).get("state") == "pending" and not live
+
+    wait_for(waiting_without_pod, timeout=30, what="the gate to wait with no pod running")
+    temporal = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+    handle = temporal.get_workflow_handle(run["status"]["workflowId"])
+    gate = await handle.execute_update(AgentRunWorkflow.submit_verdict,
+                                       Verdict(action="rewrite", response="rewritten!", decided_by="alice"))
+    assert gate.gate_verdict == "rewritten" and gate.decided_by == "alice"
+    with pytest.raises(WorkflowUpdateFailedError):
+        await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve"))
+    st = stack.wait_phase(namespace, "wait")["status"]
+    assert st["gateVerdict"] == "rewritten" and st["result"] == "rewritten!" and st["gate"]["decidedBy"] == "alice"
+
+
+async def test_a_verdict_sent_before_the_gate_starts_is_applied(stack: Stack, namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, "agentruns", agent_run("early", task="sleep:3 hi",
+                                                   lifecycle={"postRun": [gate_hook("true")]}))
+    run = stack.wait_phase(namespace, "early", {"Running"})
+    temporal = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+    await temporal.get_workflow_handle(run["status"]["workflowId"]).signal(
+        AgentRunWorkflow.verdict, Verdict(action="reject", response="not today"))
+    st = stack.wait_phase(namespace, "early")["status"]
+    assert st["gateVerdict"] == "rejected" and st["result"] == "not today"
