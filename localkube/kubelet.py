@@ -70,7 +70,9 @@ DEFAULT_IMAGE_MAP: dict[str, list[str]] = {
 def _toolchain_paths_under(root: str) -> list[str]:
     """sys.prefix, the base interpreter and sys.path entries below `root`, outermost only."""
     found = set()
-    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path):
+    # The checkout localkube runs from: an editable install imports its packages from there.
+    checkout = str(Path(__file__).resolve().parents[1])
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, checkout, *sys.path):
         if p and os.path.isdir(p):
             real = os.path.realpath(p)
             if real.startswith(root.rstrip("/") + "/"):
