@@ -150,6 +150,9 @@ class AgentRunWorkflow:
         """A verdict with a reply: accepted only while a gate can still take one; answers with the
         gate once it is resolved (a verdict given before the gate starts waiting is kept for it)."""
         self._verdict = verdict
+        if self._gate.state != "pending":
+            # Given before the gate started: kept, and applied when it starts.
+            return GateView(state="accepted", reason="kept until the gate starts", decided_by=verdict.decided_by)
         await workflow.wait_condition(lambda: self._gate.gate_verdict is not None or self._done)
         return self._gate
 
