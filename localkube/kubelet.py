@@ -766,11 +766,6 @@ class Kubelet(LogSource):
                 args += ["--ro-bind" if ro_root else "--bind", str(tmp), "/tmp"]
             elif os.path.isdir(host):
                 args += ["--ro-bind" if ro_root or entry == "sys" else "--bind", host, host]
-        # The private /tmp hides the host's; localkube's own toolchain (the Python that runs
-        # `python -m ...` images, kubectl, an editable checkout) may live there, so it stays visible.
-        for path in _toolchain_paths_under("/tmp"):
-            if path not in targets:
-                args += ["--ro-bind", path, path]
         token_dir = run.dir / "localkube"
         token_dir.mkdir(parents=True, exist_ok=True)
         targets.setdefault(TOKEN_DIR_IN_POD, (token_dir, True))
@@ -788,6 +783,12 @@ class Kubelet(LogSource):
         for target in sorted(resolved, key=lambda t: t.count("/")):
             src, ro = resolved[target]
             args += ["--ro-bind" if ro else "--bind", str(src), target]
+        # A private /tmp (the container's own, or an emptyDir mounted there) hides the host's;
+        # localkube's own toolchain (the Python that runs `python -m ...` images, kubectl, an
+        # editable checkout) may live there, so it is bound again on top, read-only.
+        for path in _toolchain_paths_under("/tmp"):
+            if path not in resolved:
+                args += ["--ro-bind", path, path]
         wd = c.get("workingDir")
         if wd:
             args += ["--chdir", wd]
