@@ -1,1 +1,1 @@
-"""api package."""
+"""The HTTP API: runs, gate verdicts, probes, and the dashboard."""

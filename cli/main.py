@@ -55,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     ls = sub.add_parser("list", help="list AgentRuns")
     ls.add_argument("-n", "--namespace", default="default")
     ls.add_argument("-A", "--all-namespaces", action="store_true")
+    ls.add_argument("--awaiting-approval", action="store_true", help="only runs whose gate waits for a verdict")
+    for action, needs in (("approve", False), ("reject", True), ("rewrite", True)):
+        v = sub.add_parser(action, help=f"{action} the response of a run waiting at its gate")
+        v.add_argument("name")
+        v.add_argument("-n", "--namespace", default="default")
+        v.add_argument("--response", required=needs and action == "rewrite", default="",
+                       help="the text that replaces the agent's response")
+        v.add_argument("--reason", default="")
     g = sub.add_parser("get", help="show one AgentRun")
     g.add_argument("name")
     g.add_argument("-n", "--namespace", default="default")
@@ -88,7 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "apply":
         return runs.apply(s, args.filename, args.namespace, wait=args.wait, timeout=args.timeout)
     if args.command == "list":
-        return runs.list_runs(s, None if args.all_namespaces else args.namespace)
+        return runs.list_runs(s, None if args.all_namespaces else args.namespace,
+                              awaiting_approval=args.awaiting_approval)
+    if args.command in ("approve", "reject", "rewrite"):
+        temporal = endpoints(args.state_dir)["temporal"] if (args.state_dir / "endpoints.json").exists() else \
+            os.environ.get("AGENTRUN_TEMPORAL__ADDRESS", "127.0.0.1:7233")
+        return runs.verdict(s, temporal, args.namespace, args.name, args.command, response=args.response,
+                            reason=args.reason)
     if args.command == "get":
         return runs.get_run(s, args.namespace, args.name)
     if args.command == "logs":

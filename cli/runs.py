@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import getpass
 import sys
 import time
 from pathlib import Path
@@ -11,8 +13,12 @@ from urllib.parse import quote
 import yaml
 from kubernetes import client, config, utils, watch
 from kubernetes.client.rest import ApiException
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from models.agentrun import TERMINAL_PHASES
+from models.gate import GateView, Verdict
+from workflows.agent_run import AgentRunWorkflow
 
 GROUP, VERSION = "sympozium.ai", "v1alpha1"
 PLURALS = {"Agent": "agents", "SympoziumInstance": "sympoziuminstances", "AgentRun": "agentruns",
@@ -79,6 +85,7 @@ def follow(s: Session, ns: str, name: str, *, timeout: float) -> str:
     """Print each phase as it happens; then the result or error and the Temporal UI link."""
     deadline = time.monotonic() + timeout
     seen = ""
+    announced = False
     w = watch.Watch()
     while time.monotonic() < deadline:
         for ev in w.stream(s.custom.list_namespaced_custom_object, GROUP, VERSION, ns, "agentruns",
@@ -88,6 +95,11 @@ def follow(s: Session, ns: str, name: str, *, timeout: float) -> str:
             if phase and phase != seen:
                 seen = phase
                 print(f"agentrun/{name}: {phase}")
+            gate = (status.get("gate") or {}).get("state")
+            if gate == "pending" and not announced:
+                announced = True
+                print(f"agentrun/{name}: waiting for approval — approve with `agentrun approve {name} -n {ns}` "
+                      f"(or reject/rewrite with --response TEXT)")
             if phase in TERMINAL_PHASES:
                 w.stop()
                 _summary(s, ev["object"])
@@ -111,7 +123,38 @@ def _summary(s: Session, run: dict[str, Any]) -> None:
         print(f"temporal: {s.temporal_ui}/namespaces/default/workflows/{quote(st['workflowId'], safe='')}")
 
 
-def list_runs(s: Session, namespace: str | None) -> int:
+async def _send_verdict(temporal: str, wid: str, verdict: Verdict) -> GateView:
+    client_ = await Client.connect(temporal, data_converter=pydantic_data_converter)
+    view: GateView = await client_.get_workflow_handle(wid).execute_update(AgentRunWorkflow.submit_verdict, verdict)
+    return view
+
+
+def verdict(s: Session, temporal: str, ns: str, name: str, action: str, *, response: str, reason: str) -> int:
+    """Give the run's gate a verdict through a Temporal Update, as the caller's user."""
+    if action in ("reject", "rewrite") and not response:
+        print(f"{action} needs --response TEXT (the text that replaces the agent's answer)", file=sys.stderr)
+        return 2
+    try:
+        run = s.run(ns, name)
+    except ApiException as e:
+        print(_message(e), file=sys.stderr)
+        return 1
+    wid = (run.get("status") or {}).get("workflowId")
+    if not wid:
+        print(f"agentrun/{name} has not started yet", file=sys.stderr)
+        return 1
+    v = Verdict(action=action, response=response, reason=reason, decided_by=f"cli:{getpass.getuser()}",
+                source="temporal")
+    try:
+        view = asyncio.run(_send_verdict(temporal, wid, v))
+    except WorkflowUpdateFailedError as e:
+        print(f"agentrun/{name}: refused: {getattr(e.cause, 'message', e)}", file=sys.stderr)
+        return 1
+    print(f"agentrun/{name}: gate {view.state}" + (f" by {view.decided_by}" if view.decided_by else ""))
+    return 0
+
+
+def list_runs(s: Session, namespace: str | None, *, awaiting_approval: bool = False) -> int:
     if namespace:
         items = cast(dict[str, Any], s.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "agentruns"))
     else:
@@ -119,6 +162,8 @@ def list_runs(s: Session, namespace: str | None) -> int:
     rows = [("NAMESPACE", "NAME", "AGENT", "PHASE", "GATE", "CREATED")]
     for r in items.get("items", []):
         st = r.get("status") or {}
+        if awaiting_approval and (st.get("gate") or {}).get("state") != "pending":
+            continue
         rows.append((r["metadata"]["namespace"], r["metadata"]["name"], (r.get("spec") or {}).get("agentRef", ""),
                      st.get("phase", ""), (st.get("gate") or {}).get("state", ""),
                      r["metadata"].get("creationTimestamp", "")))

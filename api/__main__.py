@@ -1,0 +1,7 @@
+"""`python -m api [--insecure]`."""
+
+import sys
+
+from .serve import main
+
+sys.exit(main())

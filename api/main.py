@@ -1,0 +1,331 @@
+"""The HTTP API (FastAPI): runs and gate verdicts (SPEC §7), probes and metrics.
+
+Runs are created as AgentRun objects (never bare workflows); reads come from the objects.
+Gate verdicts go to the run's workflow as a Temporal Update, so the caller learns at once
+whether the verdict was accepted. Every `/api/` route needs a bearer token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from pydantic import BaseModel, Field
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
+
+from models.agentrun import TERMINAL_PHASES
+from models.gate import GateView, Verdict
+from workflows.agent_run import AgentRunWorkflow
+
+from .auth import TokenFile
+from .settings import ApiSettings
+
+log = logging.getLogger("agentrun.api")
+GROUP, VERSION = "sympozium.ai", "v1alpha1"
+
+
+class RunSummary(BaseModel):
+    name: str
+    namespace: str
+    agent: str
+    phase: str | None = None
+    gate: str | None = None
+    gate_verdict: str | None = None
+    created_at: str | None = None
+    age_seconds: int | None = None
+
+
+class CreateRun(BaseModel):
+    agentRef: str = Field(min_length=1)
+    task: str = Field(min_length=1)
+    agentId: str = "primary"
+    sessionKey: str | None = None
+    systemPrompt: str | None = None
+    timeout: str | None = None
+    env: dict[str, str] = {}
+    model: dict[str, str] | None = None
+
+
+class VerdictBody(BaseModel):
+    """Parsed by hand (not by FastAPI) so that bad verdicts answer 400 as SPEC §7 says."""
+
+    action: str
+    response: str = ""
+    reason: str = ""
+
+
+class State:
+    def __init__(self, settings: ApiSettings, kube: client.ApiClient, temporal: Client | None) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.custom = client.CustomObjectsApi(kube)
+        self.temporal = temporal
+        self.tokens = TokenFile(Path(settings.token_file) if settings.token_file else None)
+        self.requests: Counter[str] = Counter()
+        self.verdicts: Counter[str] = Counter()
+
+
+def _kube_error(e: ApiException) -> HTTPException:
+    try:
+        detail = json.loads(e.body or "{}").get("message") or e.reason
+    except ValueError:
+        detail = e.reason
+    code = e.status if e.status in (400, 403, 404, 409, 422) else 502
+    return HTTPException(status_code=code, detail=str(detail))
+
+
+def get_state(request: Request) -> State:
+    return cast(State, request.app.state.agentrun)
+
+
+StateDep = Annotated[State, Depends(get_state)]
+
+
+def identity(request: Request, state: StateDep) -> str:
+    if state.settings.insecure and not state.tokens.tokens():
+        return "anonymous"
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("bearer "):
+        raise HTTPException(status_code=401, detail="missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+    who = state.tokens.identity(header[7:].strip())
+    if who is None:
+        raise HTTPException(status_code=401, detail="invalid token", headers={"WWW-Authenticate": "Bearer"})
+    return who
+
+
+Identity = Annotated[str, Depends(identity)]
+Namespace = Annotated[str, Query(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+
+runs = APIRouter(prefix="/api/v1/runs", tags=["runs"])
+
+
+def _summary(obj: dict[str, Any]) -> RunSummary:
+    meta = obj.get("metadata") or {}
+    st = obj.get("status") or {}
+    created = meta.get("creationTimestamp")
+    age = None
+    if created:
+        try:
+            age = int(time.time() - time.mktime(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ")) + time.timezone)
+        except ValueError:
+            age = None
+    return RunSummary(name=meta.get("name", ""), namespace=meta.get("namespace", ""),
+                      agent=(obj.get("spec") or {}).get("agentRef", ""), phase=st.get("phase"),
+                      gate=(st.get("gate") or {}).get("state"), gate_verdict=st.get("gateVerdict"),
+                      created_at=created, age_seconds=age)
+
+
+async def _read_run(state: State, ns: str, name: str) -> dict[str, Any]:
+    try:
+        return cast(dict[str, Any], await asyncio.to_thread(
+            state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, "agentruns", name))
+    except ApiException as e:
+        if e.status == 404:
+            raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{ns}"') from e
+        raise _kube_error(e) from e
+
+
+@runs.get("", response_model=list[RunSummary])
+async def list_runs(state: StateDep, who: Identity, namespace: Namespace = "default",
+                    phase: str | None = None, gate: str | None = None) -> list[RunSummary]:
+    try:
+        items = cast(dict[str, Any], await asyncio.to_thread(
+            state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "agentruns"))
+    except ApiException as e:
+        raise _kube_error(e) from e
+    out = [_summary(o) for o in items.get("items", [])]
+    if phase:
+        out = [r for r in out if r.phase == phase]
+    if gate:
+        out = [r for r in out if r.gate == gate]
+    return out
+
+
+@runs.get("/{name}")
+async def get_run(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> dict[str, Any]:
+    return await _read_run(state, namespace, name)
+
+
+@runs.post("", status_code=201)
+async def create_run(body: CreateRun, state: StateDep, who: Identity,
+                     namespace: Namespace = "default") -> dict[str, Any]:
+    try:
+        await asyncio.to_thread(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, "agents",
+                                body.agentRef)
+    except ApiException as e:
+        if e.status == 404:
+            raise HTTPException(status_code=404,
+                                detail=f'agent "{body.agentRef}" not found in namespace "{namespace}"') from e
+        raise _kube_error(e) from e
+    spec: dict[str, Any] = {"agentRef": body.agentRef, "task": body.task, "agentId": body.agentId,
+                            "sessionKey": body.sessionKey or f"session-{time.time_ns()}"}
+    for key in ("systemPrompt", "timeout", "model"):
+        if getattr(body, key):
+            spec[key] = getattr(body, key)
+    if body.env:
+        spec["env"] = body.env
+    obj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun",
+           "metadata": {"generateName": f"{body.agentRef}-", "labels": {"sympozium.ai/instance": body.agentRef},
+                        "annotations": {"agentrun.dev/created-by": who}},
+           "spec": spec}
+    try:
+        return cast(dict[str, Any], await asyncio.to_thread(
+            state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, "agentruns", obj))
+    except ApiException as e:
+        raise _kube_error(e) from e
+
+
+@runs.delete("/{name}", status_code=204)
+async def delete_run(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> Response:
+    try:
+        await asyncio.to_thread(state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, "agentruns",
+                                name)
+    except ApiException as e:
+        if e.status == 404:
+            raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{namespace}"') from e
+        raise _kube_error(e) from e
+    return Response(status_code=204)
+
+
+@runs.post("/{name}/gate-verdict", response_model=GateView)
+async def gate_verdict(name: str, request: Request, state: StateDep, who: Identity,
+                       namespace: Namespace = "default") -> GateView:
+    try:
+        raw = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HTTPException(status_code=400, detail=f"body is not JSON: {e}") from e
+    if not isinstance(raw, dict):
+        raise HTTPException(status_code=400, detail="body must be an object {action, response, reason}")
+    action = raw.get("action")
+    if action not in ("approve", "reject", "rewrite"):
+        raise HTTPException(status_code=400, detail='action must be "approve", "reject", or "rewrite"')
+    response = raw.get("response") or ""
+    if not isinstance(response, str) or not isinstance(raw.get("reason", ""), str):
+        raise HTTPException(status_code=400, detail="response and reason must be strings")
+    if action in ("reject", "rewrite") and not response:
+        raise HTTPException(status_code=400, detail="response is required for reject/rewrite actions")
+    run = await _read_run(state, namespace, name)
+    st = run.get("status") or {}
+    wid = st.get("workflowId")
+    if st.get("phase") in TERMINAL_PHASES:
+        raise HTTPException(status_code=409, detail=f'run is {st["phase"]}: its gate can no longer take a verdict')
+    if not wid or state.temporal is None:
+        raise HTTPException(status_code=409, detail="the run has not started yet; retry in a moment")
+    verdict = Verdict(action=action, response=response, reason=raw.get("reason") or "", decided_by=who, source="api")
+    handle = state.temporal.get_workflow_handle(wid)
+    try:
+        view: GateView = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
+    except WorkflowUpdateFailedError as e:
+        state.verdicts["refused"] += 1
+        cause = e.cause
+        raise HTTPException(status_code=409, detail=getattr(cause, "message", None) or str(e)) from e
+    except RPCError as e:
+        if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+            raise HTTPException(status_code=409, detail="the run's workflow has finished") from e
+        raise HTTPException(status_code=503, detail=f"temporal is unavailable: {e.message}") from e
+    state.verdicts[view.state] += 1
+    if view.state == "none":
+        raise HTTPException(status_code=409, detail="the run has no gate (no postRun hook with gate: true)")
+    return view
+
+
+probes = APIRouter(tags=["probes"])
+
+
+@probes.get("/healthz", response_class=PlainTextResponse)
+async def healthz() -> str:
+    return "ok"
+
+
+@probes.get("/readyz", response_class=PlainTextResponse)
+async def readyz(state: StateDep) -> PlainTextResponse:
+    problems = []
+    try:
+        await asyncio.to_thread(client.VersionApi(state.kube).get_code)
+    except Exception as e:
+        problems.append(f"kubernetes: {e}")
+    if state.temporal is None:
+        problems.append("temporal: not connected")
+    if problems:
+        return PlainTextResponse("\n".join(problems), status_code=503)
+    return PlainTextResponse("ok")
+
+
+@probes.get("/metrics", response_class=PlainTextResponse)
+async def metrics(state: StateDep) -> str:
+    lines = ["# HELP agentrun_api_requests_total API requests by route and status.",
+             "# TYPE agentrun_api_requests_total counter"]
+    for key, n in sorted(state.requests.items()):
+        route, _, code = key.rpartition(" ")
+        lines.append(f'agentrun_api_requests_total{{route="{route}",code="{code}"}} {n}')
+    lines += ["# HELP agentrun_gate_verdicts_total Gate verdicts by outcome.",
+              "# TYPE agentrun_gate_verdicts_total counter"]
+    for key, n in sorted(state.verdicts.items()):
+        lines.append(f'agentrun_gate_verdicts_total{{outcome="{key}"}} {n}')
+    return "\n".join(lines) + "\n"
+
+
+DASHBOARD = Path(__file__).with_name("dashboard.html")
+
+
+def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
+               temporal: Client | None = None) -> FastAPI:
+    if not settings.insecure and not TokenFile(Path(settings.token_file) if settings.token_file else None).tokens():
+        raise SystemExit("refusing to start without API tokens: set AGENTRUN_TOKEN_FILE (lines of 'token identity') "
+                         "or pass --insecure explicitly")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        t = temporal
+        if t is None:
+            t = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace,
+                                     data_converter=pydantic_data_converter)
+        app.state.agentrun = State(settings, kube or settings.kube.api_client(), t)
+        yield
+
+    app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan,
+                  description="AgentRuns on Temporal: runs, response-gate verdicts, probes.")
+
+    @app.middleware("http")
+    async def count(request: Request, call_next: Any) -> Any:
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "other")
+        if hasattr(request.app.state, "agentrun"):
+            request.app.state.agentrun.requests[f"{path} {response.status_code}"] += 1
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": jsonable(exc.errors())})
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(status_code=502, content={"detail": f"upstream failure: {type(exc).__name__}"})
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def dashboard() -> str:
+        return DASHBOARD.read_text()
+
+    app.include_router(runs)
+    app.include_router(probes)
+    return app
+
+
+def jsonable(errors: Any) -> Any:
+    return json.loads(json.dumps(errors, default=str))

@@ -1,0 +1,18 @@
+"""Settings of the API process (AGENTRUN_ prefix, nested with __)."""
+
+from __future__ import annotations
+
+from pydantic_settings import SettingsConfigDict
+
+from worker.settings import WorkerSettings
+
+
+class ApiSettings(WorkerSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENTRUN_", env_nested_delimiter="__", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    # A file mapping bearer tokens to identities: one "token identity" pair per line (# comments).
+    token_file: str = ""
+    # Serving without any token must be asked for explicitly.
+    insecure: bool = False

@@ -1,0 +1,165 @@
+"""The HTTP API against the whole stack: runs, gate verdicts, auth, probes (SPEC §7)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cli.stack import free_port, stop_process
+from models.gate import BLOCKED_TEXT
+from tests.e2e.conftest import Stack, agent, agent_run
+from tests.waiting import wait_for
+
+TOKEN, OTHER = "t-alice-0123456789", "t-bob-9876543210"
+
+
+@pytest.fixture(scope="module")
+def api(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    d = tmp_path_factory.mktemp("api")
+    tokens = d / "tokens"
+    tokens.write_text(f"# token identity\n{TOKEN} alice@example.com\n{OTHER} bob@example.com\n")
+    port = free_port()
+    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port)}
+    proc = subprocess.Popen([sys.executable, "-m", "api"], env=env, stdout=(d / "api.log").open("ab"),
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(base + "/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(up, timeout=30, what="the API to be ready")
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
+        yield c
+    stop_process(proc)
+
+
+def test_the_api_refuses_to_start_without_tokens_unless_told_to(stack: Stack, tmp_path: Path) -> None:
+    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tmp_path / "none"), "AGENTRUN_PORT": str(free_port())}
+    out = subprocess.run([sys.executable, "-m", "api"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "refusing to start without API tokens" in (out.stderr + out.stdout)
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("GET", "/api/v1/runs"), ("GET", "/api/v1/runs/x"), ("POST", "/api/v1/runs"), ("DELETE", "/api/v1/runs/x"),
+    ("POST", "/api/v1/runs/x/gate-verdict"),
+])
+@pytest.mark.parametrize("auth", [None, "Bearer wrong-token", "Basic abc"])
+def test_every_api_route_needs_a_valid_token(api: httpx.Client, method: str, path: str, auth: str | None) -> None:
+    headers = {"Authorization": auth} if auth else {}
+    r = httpx.request(method, str(api.base_url) + path, headers=headers, json={})
+    assert r.status_code == 401 and "detail" in r.json()
+
+
+def test_probes_and_metrics_are_open(api: httpx.Client) -> None:
+    base = str(api.base_url)
+    assert httpx.get(base + "/healthz").text == "ok"
+    assert httpx.get(base + "/readyz").status_code == 200
+    assert "agentrun_api_requests_total" in httpx.get(base + "/metrics").text
+
+
+def test_runs_are_created_listed_read_and_deleted(api: httpx.Client, stack: Stack, namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    r = api.post("/api/v1/runs", params={"namespace": namespace}, json={"agentRef": "helper", "task": "via api"})
+    assert r.status_code == 201, r.text
+    name = r.json()["metadata"]["name"]
+    assert name.startswith("helper-") and r.json()["metadata"]["labels"]["sympozium.ai/instance"] == "helper"
+    assert r.json()["spec"]["agentId"] == "primary" and r.json()["spec"]["sessionKey"].startswith("session-")
+    run = stack.wait_phase(namespace, name)
+    assert run["status"]["result"].startswith("echo: via api")
+    listed = api.get("/api/v1/runs", params={"namespace": namespace}).json()
+    assert [x["name"] for x in listed] == [name] and listed[0]["phase"] == "Succeeded"
+    assert api.get(f"/api/v1/runs/{name}", params={"namespace": namespace}).json()["status"]["phase"] == "Succeeded"
+    assert api.delete(f"/api/v1/runs/{name}", params={"namespace": namespace}).status_code == 204
+    wait_for(lambda: stack.get_run(namespace, name) is None, what="the run to go")
+    assert api.delete(f"/api/v1/runs/{name}", params={"namespace": namespace}).status_code == 404
+    assert api.get(f"/api/v1/runs/{name}", params={"namespace": namespace}).status_code == 404
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    ({"agentRef": "nobody", "task": "x"}, 404),
+    ({"agentRef": "helper"}, 422),
+    ({"task": "x"}, 422),
+    ({"agentRef": "helper", "task": ""}, 422),
+    ("not json", 422),
+])
+def test_bad_run_requests_get_clear_errors(api: httpx.Client, stack: Stack, namespace: str, body: Any,
+                                           code: int) -> None:
+    stack.create(namespace, "agents", agent())
+    kw: dict[str, Any] = {"content": body} if isinstance(body, str) else {"json": body}
+    r = api.post("/api/v1/runs", params={"namespace": namespace}, **kw)
+    assert r.status_code == code and "detail" in r.json()
+
+
+def _gated(stack: Stack, ns: str, name: str, **lifecycle: Any) -> dict[str, Any]:
+    stack.create(ns, "agents", agent())
+    gate = {"name": "gate", "image": "busybox:1.36", "gate": True, "command": ["sh", "-c", "true"]}
+    stack.create(ns, "agentruns", agent_run(name, lifecycle={"postRun": [gate], "gateTimeout": "10m", **lifecycle}))
+    wait_for(lambda: ((stack.get_run(ns, name) or {}).get("status", {}).get("gate") or {}).get("state") == "pending",
+             timeout=60, what="the gate to be pending")
+    return stack.get_run(ns, name) or {}
+
+
+def test_approve_through_the_api_records_the_caller_and_a_second_verdict_is_refused(
+        api: httpx.Client, stack: Stack, namespace: str) -> None:
+    _gated(stack, namespace, "appr")
+    pending = api.get("/api/v1/runs", params={"namespace": namespace, "gate": "pending"}).json()
+    assert [x["name"] for x in pending] == ["appr"]
+    r = api.post("/api/v1/runs/appr/gate-verdict", params={"namespace": namespace},
+                 json={"action": "approve", "reason": "ok"})
+    assert r.status_code == 200, r.text
+    assert r.json()["gate_verdict"] == "approved" and r.json()["decided_by"] == "alice@example.com"
+    second = api.post("/api/v1/runs/appr/gate-verdict", params={"namespace": namespace},
+                      json={"action": "reject", "response": "no"})
+    assert second.status_code == 409 and second.json()["detail"]
+    st = stack.wait_phase(namespace, "appr")["status"]
+    assert st["gateVerdict"] == "approved" and st["result"].startswith("echo: hello")
+    assert st["gate"]["decidedBy"] == "alice@example.com"
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    ({"action": "maybe"}, 400),
+    ({"action": "reject"}, 400),
+    ({"action": "rewrite", "response": ""}, 400),
+    ("{not json", 400),
+    ([1, 2], 400),
+])
+def test_malformed_verdicts_are_refused_with_400(api: httpx.Client, stack: Stack, namespace: str, body: Any,
+                                                 code: int) -> None:
+    _gated(stack, namespace, "bad")
+    kw: dict[str, Any] = {"content": body} if isinstance(body, str) else {"json": body}
+    r = api.post("/api/v1/runs/bad/gate-verdict", params={"namespace": namespace}, **kw)
+    assert r.status_code == code and r.json()["detail"]
+    assert (stack.get_run(namespace, "bad") or {})["status"]["gate"]["state"] == "pending"
+
+
+def test_verdicts_for_unknown_finished_and_ungated_runs(api: httpx.Client, stack: Stack, namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    assert api.post("/api/v1/runs/ghost/gate-verdict", params={"namespace": namespace},
+                    json={"action": "approve"}).status_code == 404
+    stack.create(namespace, "agentruns", agent_run("plain", task="sleep:2 x"))
+    stack.wait_phase(namespace, "plain", {"Running"})
+    r = api.post("/api/v1/runs/plain/gate-verdict", params={"namespace": namespace}, json={"action": "approve"})
+    assert r.status_code == 409 and "no gate" in r.json()["detail"]
+    stack.wait_phase(namespace, "plain")
+    r = api.post("/api/v1/runs/plain/gate-verdict", params={"namespace": namespace}, json={"action": "approve"})
+    assert r.status_code == 409
+
+
+def test_a_blocked_run_keeps_the_blocked_text_when_time_runs_out(api: httpx.Client, stack: Stack,
+                                                                 namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    gate = {"name": "gate", "image": "busybox:1.36", "gate": True, "command": ["sh", "-c", "true"]}
+    stack.create(namespace, "agentruns", agent_run("late", lifecycle={"postRun": [gate], "gateTimeout": "2s"}))
+    st = stack.wait_phase(namespace, "late")["status"]
+    assert st["gateVerdict"] == "timeout" and st["result"] == BLOCKED_TEXT
+    r = api.post("/api/v1/runs/late/gate-verdict", params={"namespace": namespace}, json={"action": "approve"})
+    assert r.status_code == 409
