@@ -8,8 +8,10 @@ ids to `<state>/pids.json`, so `down` (or a second terminal) finds everything.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -24,7 +26,7 @@ from kubernetes.client.rest import ApiException
 from models.crds import all_crds
 from worker.settings import DEFAULT_AGENT_IMAGE
 
-from .stack import LocalKubeProcess, NatsServer, TemporalDevServer, stop_process
+from .stack import LocalKubeProcess, NatsServer, TemporalDevServer, free_port, stop_process, wait_port
 
 DEFAULT_STATE_DIR = Path(os.environ.get("AGENTRUN_STATE_DIR", str(Path.home() / ".agentrun")))
 
@@ -74,16 +76,27 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60) -> int
         env["AGENTRUN_NATS__URL"] = nats.url
     worker = _spawn("worker", [sys.executable, "-m", "worker"], env, state_dir)
     bridge = _spawn("bridge", [sys.executable, "-m", "bridge"], env, state_dir)
+    token_file = state_dir / "api-tokens"
+    if not token_file.exists():
+        token_file.write_text(f"# token identity\n{secrets.token_urlsafe(24)} {getpass.getuser()}\n")
+        token_file.chmod(0o600)
+    api_token = next(line.split()[0] for line in token_file.read_text().splitlines()
+                     if line.strip() and not line.startswith("#"))
+    api_port = free_port()
+    api = _spawn("api", [sys.executable, "-m", "api"],
+                 {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port)}, state_dir)
     info: dict[str, Any] = {
         "temporal": temporal.address,
         "temporal_ui": temporal.ui_url,
         "kubernetes": kube.server,
         "kubeconfig": str(kube.kubeconfig),
+        "api": f"http://127.0.0.1:{api_port}",
+        "api_token": api_token,
         "state_dir": str(state_dir),
     }
     if nats is not None:
         info["nats"] = nats.url
-    pids = {"bridge": bridge.pid, "worker": worker.pid}
+    pids = {"api": api.pid, "bridge": bridge.pid, "worker": worker.pid}
     if nats is not None and nats.proc is not None:
         pids["nats"] = nats.proc.pid
     pids["localkube"] = kube.proc.pid if kube.proc else 0
@@ -91,15 +104,18 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60) -> int
     (state_dir / "endpoints.json").write_text(json.dumps(info, indent=2))
     (state_dir / "pids.json").write_text(json.dumps(pids))
     _wait_healthy(state_dir, worker, bridge)
+    wait_port(api_port, timeout=60, proc=api, what="the API")
     print("agentrun is up:")
     for k, v in info.items():
-        print(f"  {k:<12} {v}")
+        if k != "api_token":
+            print(f"  {k:<12} {v}")
+    print(f"  api_token    in {state_dir / 'endpoints.json'}")
     print(f"  export KUBECONFIG={kube.kubeconfig}")
     if detach:
         return 0
     print("Ctrl-C stops everything.")
     try:
-        while all(p.poll() is None for p in (worker, bridge)):
+        while all(p.poll() is None for p in (worker, bridge, api)):
             time.sleep(0.5)
         print("a process of the stack exited; stopping", file=sys.stderr)
     except KeyboardInterrupt:
@@ -154,7 +170,7 @@ def down(state_dir: Path) -> int:
         print(f"nothing is running from {state_dir}")
         return 0
     pids: dict[str, int] = json.loads(path.read_text())
-    for name in ("bridge", "worker", "nats", "localkube", "temporal"):
+    for name in ("api", "bridge", "worker", "nats", "localkube", "temporal"):
         pid = pids.get(name)
         if not pid:
             continue

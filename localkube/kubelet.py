@@ -786,8 +786,12 @@ class Kubelet(LogSource):
         # A private /tmp (the container's own, or an emptyDir mounted there) hides the host's;
         # localkube's own toolchain (the Python that runs `python -m ...` images, kubectl, an
         # editable checkout) may live there, so it is bound again on top, read-only.
+        tmp_source = resolved["/tmp"][0] if "/tmp" in resolved else tmp
         for path in _toolchain_paths_under("/tmp"):
             if path not in resolved:
+                # The mount point must already exist: the container's /tmp may be read-only.
+                with contextlib.suppress(OSError):
+                    os.makedirs(Path(tmp_source) / os.path.relpath(path, "/tmp"), exist_ok=True)
                 args += ["--ro-bind", path, path]
         wd = c.get("workingDir")
         if wd:

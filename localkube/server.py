@@ -885,6 +885,17 @@ class App:
                     break
                 await self._deliver(send, rt, item, match, table, include)
             if bookmarks and not disconnected.is_set():
+                # Events still queued for this watch are sent before the closing bookmark: a client
+                # resuming from the bookmark's resourceVersion must not skip them. Once the queue is
+                # empty (checked with no await in between), every event up to store.rv has been seen.
+                while True:
+                    try:
+                        queued = watcher.queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        break
+                    if queued is None:
+                        break
+                    await self._deliver(send, rt, queued, match, table, include)
                 await self._stream_send(send, self._bookmark(rt, str(store.rv)))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:

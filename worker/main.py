@@ -10,6 +10,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from activities.events import EventActivities
 from activities.kube import KubeActivities
 from workflows.agent_run import AgentRunWorkflow
 
@@ -31,7 +32,7 @@ def build_worker(client: Client, settings: WorkerSettings) -> Worker:
         client,
         task_queue=settings.temporal.task_queue,
         workflows=[AgentRunWorkflow],
-        activities=acts.all(),
+        activities=[*acts.all(), EventActivities(settings.nats.url or None).publish_event],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
     )

@@ -34,11 +34,17 @@ class KubeSettings(BaseModel):
         return client.ApiClient()
 
 
+class NatsSettings(BaseModel):
+    # Empty: events are not published (runs are unaffected either way).
+    url: str = ""
+
+
 class WorkerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENTRUN_", env_nested_delimiter="__", extra="ignore")
 
     temporal: TemporalSettings = TemporalSettings()
     kube: KubeSettings = KubeSettings()
+    nats: NatsSettings = NatsSettings()
     agent_image: str = DEFAULT_AGENT_IMAGE
     # How long a run waits for a Job event before checking the Job itself.
     fallback_poll_seconds: int = 60

@@ -19,6 +19,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.events import EventActivities, RunEvent
     from activities.kube import RUN_GONE, KubeActivities
     from activities.results import AgentOutcome
     from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
@@ -93,6 +94,18 @@ def _timed_out_hook(state: JobState, hooks: list[ResolvedHook]) -> HookOutcome |
                        message=f'hook "{hook.name}" timed out after {hook.timeout_seconds}s')
 
 
+def _failure_reason(error: str) -> str:
+    """A coarse bucket for agent.run.failed, in the spirit of Sympozium's classifyFailureReason."""
+    text = error.lower()
+    for needle, reason in (("timeout", "timeout"), ("timed out", "timeout"), ("oom", "oom"),
+                           ("policy", "policy"), ("denied", "policy"), ("429", "token_budget"),
+                           ("quota", "token_budget"), ("http", "llm_error"), ("api error", "llm_error"),
+                           ("hook", "hook_failed"), ("spec.", "invalid_spec")):
+        if needle in text:
+            return reason
+    return "other"
+
+
 def _run_gone(e: ActivityError) -> bool:
     return isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE
 
@@ -119,6 +132,9 @@ class AgentRunWorkflow:
         self._refused: list[Verdict] = []
         self._gate: GateView = GateView(state="none")
         self._done = False
+        self._event_seq = 0
+        self._events: list[Any] = []
+        self._task = ""
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -187,6 +203,8 @@ class AgentRunWorkflow:
                 self._state.agent = res.agent_name
                 if res.agent_name:
                     workflow.upsert_search_attributes([SA_AGENT.value_set(res.agent_name)])
+                if res.resolved is not None:
+                    self._task = res.resolved.task
                 # 2. Pending, as soon as the workflow runs (Sympozium leaves the phase empty here).
                 await self._phase("Pending", started_at=_ts(workflow.now()), workflow_id=workflow.info().workflow_id,
                                   observed_generation=start.ref.generation)
@@ -212,7 +230,34 @@ class AgentRunWorkflow:
             await self._cleanup(start, resolved, kill=False)
         except asyncio.CancelledError:
             pass  # deleted while cleaning up after it ended: the run's outcome stands
+        await self._drain_events()
         return outcome
+
+    # -- events (NATS JetStream, SPEC §5) ----------------------------------------------------------
+
+    def _emit(self, topic: str, data: dict[str, str | int | None]) -> None:
+        """Publish without waiting: a run never waits on NATS; each event has a stable ID."""
+        assert self._ref is not None
+        # Histories recorded before events existed replay without them (see tests/workflows).
+        if not workflow.patched("run-events-v1"):
+            return
+        self._event_seq += 1
+        event = RunEvent(topic=topic, run_name=self._ref.name, namespace=self._ref.namespace,
+                         instance_name=self._state.agent, workflow_id=workflow.info().workflow_id,
+                         seq=self._event_seq, timestamp=_ts(workflow.now()), data=data)
+        self._events.append(workflow.start_activity_method(
+            EventActivities.publish_event, event, summary=f"event {topic}",
+            start_to_close_timeout=policies.EVENT_CALL, schedule_to_close_timeout=policies.EVENT_BUDGET,
+            retry_policy=policies.EVENT_RETRY))
+
+    async def _drain_events(self) -> None:
+        """Before the workflow closes, let pending events finish (within their retry budget)."""
+        for handle in self._events:
+            try:
+                await handle
+            except (ActivityError, asyncio.CancelledError):
+                workflow.logger.warning("an event of this run could not be published")
+        self._events.clear()
 
     async def _fail_quietly(self, error: str) -> RunResult:
         try:
@@ -332,6 +377,8 @@ class AgentRunWorkflow:
             if gate_requested_at is not None:
                 extra["gate"] = GateStatus(state="pending", requested_at=gate_requested_at)
             await self._phase("PostRunning", post_run_job_name=job.name, **extra)
+            if gate_requested_at is not None:
+                self._emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
         state = await self._wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
                                  hooks=hooks, stop_when=stop_when)
         if state.reason == STOPPED_FOR_VERDICT:
@@ -416,6 +463,9 @@ class AgentRunWorkflow:
         self._state.step = phase
         workflow.upsert_search_attributes([SA_PHASE.value_set(phase)])
         await self._status(phase=phase, **fields)
+        if phase == "Pending" and self._task:
+            self._emit("agent.run.started", {"task": self._task})
+        self._emit("agent.run.phase", {"phase": phase})
 
     async def _finish(self, phase: str, *, result: str | None = None, error: str | None = None,
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
@@ -435,6 +485,13 @@ class AgentRunWorkflow:
         self._state.phase = phase
         workflow.upsert_search_attributes([SA_PHASE.value_set(phase)])
         await self._status(conditions=conditions, phase=phase, **fields)
+        self._emit("agent.run.phase", {"phase": phase})
+        label = fields.get("gate_verdict")
+        status = {"Succeeded": "success", "Skipped": "skipped"}.get(phase, "error")
+        self._emit("agent.run.completed", {"status": status, "response": result if phase != "Failed" else None,
+                                           "error": error, "gateVerdict": label})
+        if phase == "Failed":
+            self._emit("agent.run.failed", {"error": error, "reason": _failure_reason(error or "")})
         raise _Finished(RunResult(phase=phase, result=result, error=error))
 
     async def _cleanup(self, start: StartRun, run: ResolvedRun | None, *, kill: bool) -> None:

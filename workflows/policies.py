@@ -20,5 +20,12 @@ KUBE_STEP = timedelta(minutes=10)  # all attempts of one step
 # Cleanup must eventually happen; it retries for longer.
 CLEANUP_STEP = timedelta(hours=1)
 
+# Events: NATS being down never fails a run; each event is retried for up to an hour, so events
+# published late still arrive, and the run's own outcome never waits on them.
+EVENT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                          maximum_interval=timedelta(seconds=30), maximum_attempts=0)
+EVENT_CALL = timedelta(seconds=10)
+EVENT_BUDGET = timedelta(hours=1)
+
 # Extra time after the agent's own deadline before the workflow stops waiting for the Job.
 AGENT_DEADLINE_GRACE = timedelta(seconds=30)

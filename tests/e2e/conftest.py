@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from cli.stack import TemporalDevServer, stop_process
+from cli.stack import NatsServer, TemporalDevServer, stop_process
 from localkube.testing import Handle
 from models.crds import all_crds
 from tests.waiting import wait_for
@@ -56,6 +56,7 @@ class Stack:
     worker: Proc
     bridge: Proc
     api: client.ApiClient
+    nats: NatsServer | None = None
 
     @property
     def custom(self) -> client.CustomObjectsApi:
@@ -280,13 +281,18 @@ def stack(localkube: Handle, temporal: TemporalDevServer, tmp_path_factory: pyte
                 raise
     logs = tmp_path_factory.mktemp("procs")
     env = _env(localkube.kubeconfig, temporal, f"agentrun-{uuid.uuid4().hex[:6]}")
+    nats = NatsServer(tmp_path_factory.mktemp("nats")).start() if NatsServer.available() else None
+    if nats is not None:
+        env["AGENTRUN_NATS__URL"] = nats.url
     worker = Proc("worker", [sys.executable, "-m", "worker"], env, logs / "worker.log")
     bridge = Proc("bridge", [sys.executable, "-m", "bridge"], env, logs / "bridge.log")
     worker.start()
     bridge.start()
-    yield Stack(localkube, temporal, worker, bridge, api)
+    yield Stack(localkube, temporal, worker, bridge, api, nats)
     bridge.stop()
     worker.stop()
+    if nats is not None:
+        nats.stop()
 
 
 AGENT_IMAGE = "ghcr.io/sympozium-ai/sympozium/agent-runner:latest"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -1504,3 +1505,35 @@ def test_configmap_keys_must_be_valid_config_keys(http: httpx.Client, namespace:
     [cause] = body["details"]["causes"]
     assert cause["field"] == "data[bad key]" and cause["reason"] == "FieldValueInvalid"
     assert "a valid config key must consist of alphanumeric characters" in cause["message"]
+
+
+def test_a_watch_closed_by_its_timeout_during_a_burst_loses_nothing_when_resumed_from_its_bookmark(
+        http: httpx.Client, localkube: Handle, namespace: str) -> None:
+    # The bridge resumes every watch from the last resourceVersion it saw, bookmarks included:
+    # events still queued when a watch times out must reach the client before the closing bookmark.
+    writers, each = 12, 100
+    total = writers * each
+    rv = http.get(cm_path(namespace)).json()["metadata"]["resourceVersion"]
+    seen: set[str] = set()
+
+    def writer(n: int) -> None:
+        with httpx.Client(base_url=localkube.url, verify=ssl_context(localkube.kubeconfig),
+                          headers={"Authorization": f"Bearer {localkube.token}"}, timeout=30) as w:
+            for i in range(each):
+                w.post(cm_path(namespace), json=configmap(f"burst-{n}-{i}")).raise_for_status()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(seen) < total and time.monotonic() < deadline:
+        params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "1", "allowWatchBookmarks": "true"}
+        with http.stream("GET", cm_path(namespace), params=params) as stream:
+            for line in stream.iter_lines():
+                ev = json.loads(line)
+                rv = ev["object"]["metadata"]["resourceVersion"]
+                if ev["type"] == "ADDED":
+                    seen.add(ev["object"]["metadata"]["name"])
+    for t in threads:
+        t.join()
+    assert len(seen) == total, f"missed {total - len(seen)} creations"

@@ -1,0 +1,103 @@
+"""Run events on NATS JetStream (SPEC §5), with the real nats-server of the e2e stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from cli.stack import NatsServer
+from tests.e2e.conftest import Stack, agent, agent_run
+
+
+async def run_events(url: str, run_name: str, *, want: int, within: float = 30) -> list[dict[str, Any]]:
+    """Every event of one run in the stream, read from the beginning, once `want` have arrived."""
+    import time
+
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                sub = await js.pull_subscribe("sympozium.>",
+                                              config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL))
+            except nats.js.errors.NotFoundError:  # the stream appears with the first event
+                if time.monotonic() > deadline:
+                    return []
+                await asyncio.sleep(0.2)
+                continue
+            got: list[dict[str, Any]] = []
+            try:
+                while True:
+                    msgs = await sub.fetch(200, timeout=1)
+                    got += [json.loads(m.data) for m in msgs]
+            except (nats.errors.TimeoutError, TimeoutError):
+                pass
+            await sub.unsubscribe()
+            mine = [e for e in got if e["metadata"]["agentRunID"] == run_name]
+            if len(mine) >= want or time.monotonic() > deadline:
+                return mine
+    finally:
+        await nc.close()
+
+
+def needs_nats(stack: Stack) -> NatsServer:
+    if stack.nats is None:
+        pytest.skip("nats-server is not installed")
+    return stack.nats
+
+
+async def test_a_gated_run_publishes_started_phases_gate_pending_and_one_completed(stack: Stack,
+                                                                                   namespace: str) -> None:
+    server = needs_nats(stack)
+    stack.create(namespace, "agents", agent())
+    gate = {"name": "gate", "image": "busybox:1.36", "gate": True, "command": ["sh", "-c", "true"]}
+    stack.create(namespace, "agentruns", agent_run("ev", lifecycle={"postRun": [gate], "gateTimeout": "2s",
+                                                                     "gateDefault": "allow"}))
+    stack.wait_phase(namespace, "ev")
+    events = await run_events(server.url, "ev", want=7)
+    topics = [e["topic"] for e in events]
+    assert topics[0] == "agent.run.started" and events[0]["data"]["task"] == "hello"
+    phases = [e["data"]["phase"] for e in events if e["topic"] == "agent.run.phase"]
+    assert phases == ["Pending", "Running", "PostRunning", "Succeeded"]
+    assert topics.count("agent.run.gate.pending") == 1
+    completed = [e for e in events if e["topic"] == "agent.run.completed"]
+    assert len(completed) == 1, "exactly one completion event"
+    assert completed[0]["data"]["gateVerdict"] == "allowed-by-default"
+    assert completed[0]["data"]["response"].startswith("echo: hello")
+    assert topics.index("agent.run.gate.pending") < topics.index("agent.run.completed"), "held back while gated"
+    env = completed[0]
+    assert set(env) == {"topic", "timestamp", "metadata", "data"}
+    assert env["metadata"] == {"agentRunID": "ev", "instanceName": "helper", "namespace": namespace}
+
+
+async def test_a_failed_run_publishes_failed_with_a_reason(stack: Stack, namespace: str) -> None:
+    server = needs_nats(stack)
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, "agentruns", agent_run("boom", task="fail:model said no"))
+    stack.wait_phase(namespace, "boom")
+    events = await run_events(server.url, "boom", want=5)
+    failed = [e for e in events if e["topic"] == "agent.run.failed"]
+    assert len(failed) == 1 and failed[0]["data"]["error"] == "model said no"
+    assert [e["data"]["status"] for e in events if e["topic"] == "agent.run.completed"] == ["error"]
+
+
+async def test_with_nats_down_the_run_completes_and_its_events_arrive_once_nats_is_back(stack: Stack,
+                                                                                        namespace: str) -> None:
+    server = needs_nats(stack)
+    server.stop()
+    try:
+        stack.create(namespace, "agents", agent())
+        stack.create(namespace, "agentruns", agent_run("offline"))
+        run = stack.wait_phase(namespace, "offline", timeout=60)
+        assert run["status"]["phase"] == "Succeeded"
+    finally:
+        server.start()
+    events = await run_events(server.url, "offline", want=6, within=60)
+    topics = [e["topic"] for e in events]
+    assert topics.count("agent.run.completed") == 1 and topics.count("agent.run.started") == 1
