@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("--hook")
     sub.add_parser("worker", help="run the Temporal worker (settings from AGENTRUN_* variables)")
     sub.add_parser("bridge", help="run the bridge (settings from AGENTRUN_* variables)")
+    ap = sub.add_parser("api", help="run the HTTP API (settings from AGENTRUN_* variables)")
+    ap.add_argument("--insecure", action="store_true", help="serve without tokens")
     d = sub.add_parser("demo", help="up, run the lifecycle example to the end, down")
     d.add_argument("--demo-state-dir", type=Path, default=Path(".state/demo"))
     args = p.parse_args(argv)
@@ -92,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         from bridge.main import main as bridge_main
 
         return bridge_main()
+    if args.command == "api":
+        from api.serve import main as api_main
+
+        return api_main(["--insecure"] if args.insecure else [])
     s = _session(args)
     if args.command == "apply":
         return runs.apply(s, args.filename, args.namespace, wait=args.wait, timeout=args.timeout)

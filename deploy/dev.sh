@@ -52,10 +52,14 @@ check() {
   mypy
   echo ">> pytest"
   # Exit code 5 means pytest collected no tests: that is a failure here, never a pass.
+  # A private base temp dir: another pytest on the machine rotates /tmp/pytest-of-$USER and
+  # would delete the state (localkube, Temporal) of this run's session fixtures.
+  basetemp="$(mktemp -d "${TMPDIR:-/tmp}/agentrun-tests.XXXXXX")"
   set +e
-  pytest "$@"
+  pytest --basetemp="$basetemp" "$@"
   rc=$?
   set -e
+  [ "$rc" -eq 0 ] && rm -rf "$basetemp"
   if [ "$rc" -eq 5 ]; then
     echo "pytest ran no tests" >&2
     exit 1

@@ -1,0 +1,85 @@
+"""Every example in examples/ runs on the stack and does what its comment says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, utils
+from kubernetes.client.rest import ApiException
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from models.gate import Verdict
+from tests.e2e.conftest import Stack
+from tests.waiting import wait_for
+from workflows.agent_run import AgentRunWorkflow
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PLURALS = {"Agent": "agents", "AgentRun": "agentruns"}
+
+
+def apply(stack: Stack, ns: str, *names: str) -> None:
+    for name in ("agent.yaml", *names):
+        for doc in yaml.safe_load_all((EXAMPLES / name).read_text()):
+            if not doc:
+                continue
+            if doc["kind"] in PLURALS:
+                try:
+                    stack.create(ns, PLURALS[doc["kind"]], doc)
+                except ApiException as e:
+                    if e.status != 409:
+                        raise
+            else:
+                utils.create_from_dict(stack.api, doc, namespace=ns)
+
+
+def status(stack: Stack, ns: str, name: str) -> dict[str, Any]:
+    return dict(stack.wait_phase(ns, name, timeout=90)["status"])
+
+
+def test_prerun_context_reaches_the_agent(stack: Stack, namespace: str) -> None:
+    apply(stack, namespace, "prerun-context.yaml")
+    st = status(stack, namespace, "summarize-release")
+    assert st["phase"] == "Succeeded"
+    assert "context notes.txt: v2.4.0: faster startup" in st["result"]
+
+
+def test_postrun_report_writes_a_configmap_from_the_result(stack: Stack, namespace: str) -> None:
+    apply(stack, namespace, "postrun-report.yaml")
+    assert status(stack, namespace, "weekly-report")["phase"] == "Succeeded"
+    cm: Any = client.CoreV1Api(stack.api).read_namespaced_config_map("report-weekly-report", namespace)
+    assert cm.data["team"] == "platform" and cm.data["exit-code"] == "0"
+    assert cm.data["result"].startswith("echo: Write the weekly status report.")
+
+
+def test_rbac_example_creates_then_removes_its_scratch_configmap_and_its_role(stack: Stack, namespace: str) -> None:
+    apply(stack, namespace, "rbac-configmap.yaml")
+    assert status(stack, namespace, "scratch-space")["phase"] == "Succeeded"
+    core, rbac = client.CoreV1Api(stack.api), client.RbacAuthorizationV1Api(stack.api)
+    items: list[Any] = core.list_namespaced_config_map(namespace).items
+    names = [c.metadata.name for c in items]
+    assert "scratch-scratch-space" not in names
+    wait_for(lambda: not rbac.list_namespaced_role(namespace).items, what="the run's Role to be removed")
+
+
+def test_pii_gate_rejects_a_response_with_an_email_address(stack: Stack, namespace: str) -> None:
+    apply(stack, namespace, "pii-gate.yaml")
+    st = status(stack, namespace, "customer-reply")
+    assert st["phase"] == "Succeeded" and st["gateVerdict"] == "rejected"
+    assert st["result"] == "[redacted: the draft contained personal data]"
+    assert st["gate"]["reason"] == "pii-scan: personal data found"
+
+
+async def test_manual_approval_waits_for_a_person(stack: Stack, namespace: str) -> None:
+    apply(stack, namespace, "manual-approval.yaml")
+    run = stack.wait_phase(namespace, "weekly-summary", {"PostRunning"}, timeout=60)
+    wait_for(lambda: ((stack.get_run(namespace, "weekly-summary") or {}).get("status", {}).get("gate") or {})
+             .get("state") == "pending", what="the gate to wait")
+    temporal = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+    view = await temporal.get_workflow_handle(run["status"]["workflowId"]).execute_update(
+        AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="lead@example.com"))
+    assert view.gate_verdict == "approved"
+    st = status(stack, namespace, "weekly-summary")
+    assert st["gateVerdict"] == "approved" and st["result"].startswith("echo: Summarize this week")
