@@ -240,6 +240,15 @@ def decode_protobuf(data: bytes, kind: str) -> Obj | None:
     return {"apiVersion": tm.get(1, ""), "kind": kind, **_pb_message(kind, raw)}
 
 
+async def _watch_disconnect(receive: Receive, disconnected: asyncio.Event) -> None:
+    """Set `disconnected` when the client goes away during a streamed response."""
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            disconnected.set()
+            return
+
+
 class LogSource:
     """What the kubelet offers the /log endpoint."""
 
@@ -850,15 +859,7 @@ class App:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
         disconnected = asyncio.Event()
-
-        async def wait_disconnect() -> None:
-            while True:
-                msg = await receive()
-                if msg["type"] == "http.disconnect":
-                    disconnected.set()
-                    return
-
-        watcher_task = asyncio.create_task(wait_disconnect())
+        watcher_task = asyncio.create_task(_watch_disconnect(receive, disconnected))
         try:
             await self._stream_start(send)
             for ev in initial:
@@ -985,15 +986,7 @@ class App:
 
         follow = req.query.get("follow") in ("true", "1")
         disconnected = asyncio.Event()
-
-        async def wait_disconnect() -> None:
-            while True:
-                msg = await receive()
-                if msg["type"] == "http.disconnect":
-                    disconnected.set()
-                    return
-
-        task = asyncio.create_task(wait_disconnect())
+        task = asyncio.create_task(_watch_disconnect(receive, disconnected))
         try:
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", b"text/plain"), (b"transfer-encoding", b"chunked")]})

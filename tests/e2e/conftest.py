@@ -21,8 +21,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from cli.stack import NatsServer, TemporalDevServer, stop_process
+from cli.up import install_crds
 from localkube.testing import Handle
-from models.crds import all_crds
 from tests.waiting import wait_for
 
 TERMINAL = {"Succeeded", "Failed", "Skipped"}
@@ -272,13 +272,7 @@ def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevSe
 @pytest.fixture(scope="session")
 def stack(localkube: Handle, temporal: TemporalDevServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     api = config.new_client_from_config(str(localkube.kubeconfig))
-    ext = client.ApiextensionsV1Api(api)
-    for crd in all_crds().values():
-        try:
-            ext.create_custom_resource_definition(crd)  # type: ignore[arg-type]
-        except ApiException as e:
-            if e.status != 409:
-                raise
+    install_crds(localkube.kubeconfig)
     logs = tmp_path_factory.mktemp("procs")
     env = _env(localkube.kubeconfig, temporal, f"agentrun-{uuid.uuid4().hex[:6]}")
     nats = NatsServer(tmp_path_factory.mktemp("nats")).start() if NatsServer.available() else None

@@ -8,9 +8,10 @@ from typing import Any, cast
 
 import pytest
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from cli.up import install_crds
 from localkube.schema import check_structural
 from localkube.testing import Handle
 from models.crds import all_crds, render
@@ -36,13 +37,7 @@ def test_every_crd_schema_is_structural(name: str) -> None:
 
 @pytest.fixture(scope="module")
 def crds_installed(localkube: Handle) -> None:
-    api = client.ApiextensionsV1Api(config.new_client_from_config(str(localkube.kubeconfig)))
-    for crd in all_crds().values():
-        try:
-            api.create_custom_resource_definition(crd)  # type: ignore[arg-type]
-        except ApiException as e:
-            if e.status != 409:
-                raise
+    install_crds(localkube.kubeconfig)
 
 
 def _custom(kube: client.ApiClient) -> client.CustomObjectsApi:
