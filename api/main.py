@@ -15,14 +15,14 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
@@ -49,7 +49,22 @@ class RunSummary(BaseModel):
     age_seconds: int | None = None
 
 
+class ModelOverride(BaseModel):
+    """The model fields an AgentRun accepts (its CRD's `spec.model`); anything else is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str | None = None
+    model: str | None = None
+    baseURL: str | None = None
+    thinking: str | None = None
+    authSecretRef: str | None = None
+    nodeSelector: dict[str, str] | None = None
+
+
 class CreateRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     agentRef: str = Field(min_length=1)
     task: str = Field(min_length=1)
     agentId: str = "primary"
@@ -57,13 +72,14 @@ class CreateRun(BaseModel):
     systemPrompt: str | None = None
     timeout: str | None = None
     env: dict[str, str] = {}
-    model: dict[str, str] | None = None
+    model: ModelOverride | None = None
 
 
 class VerdictBody(BaseModel):
-    """Parsed by hand (not by FastAPI) so that bad verdicts answer 400 as SPEC §7 says."""
+    """Documents the verdict body; it is parsed by hand (not by FastAPI) so that bad verdicts
+    answer 400 as SPEC §7 says. `response` is required for reject and rewrite."""
 
-    action: str
+    action: Literal["approve", "reject", "rewrite"]
     response: str = ""
     reason: str = ""
 
@@ -173,9 +189,11 @@ async def create_run(body: CreateRun, state: StateDep, who: Identity,
         raise _kube_error(e) from e
     spec: dict[str, Any] = {"agentRef": body.agentRef, "task": body.task, "agentId": body.agentId,
                             "sessionKey": body.sessionKey or f"session-{time.time_ns()}"}
-    for key in ("systemPrompt", "timeout", "model"):
+    for key in ("systemPrompt", "timeout"):
         if getattr(body, key):
             spec[key] = getattr(body, key)
+    if body.model is not None:
+        spec["model"] = body.model.model_dump(exclude_none=True)
     if body.env:
         spec["env"] = body.env
     obj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun",
@@ -201,7 +219,12 @@ async def delete_run(name: str, state: StateDep, who: Identity, namespace: Names
     return Response(status_code=204)
 
 
-@runs.post("/{name}/gate-verdict", response_model=GateView)
+@runs.post("/{name}/gate-verdict", response_model=GateView,
+           openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+               "schema": VerdictBody.model_json_schema()}}}},
+           responses={400: {"description": "not a verdict (bad JSON, unknown action, missing response)"},
+                      401: {"description": "missing or invalid token"}, 404: {"description": "no such run"},
+                      409: {"description": "no gate can take a verdict (none, decided, or run finished)"}})
 async def gate_verdict(name: str, request: Request, state: StateDep, who: Identity,
                        namespace: Namespace = "default") -> GateView:
     try:

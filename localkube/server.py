@@ -697,7 +697,14 @@ class App:
 
     @staticmethod
     def _warnings(ctx: Ctx) -> list[tuple[bytes, bytes]]:
-        return [(b"warning", f'299 - "{w}"'.encode()) for w in ctx.warnings]
+        """RFC 7234 warn-text is a quoted string: escape quotes and backslashes, and replace
+        anything that may not appear in a header value (warnings can quote client input)."""
+        out = []
+        for w in ctx.warnings:
+            text = w.replace("\\", "\\\\").replace('"', '\\"')
+            text = "".join(ch if 0x20 <= ord(ch) < 0x7F else "?" for ch in text)
+            out.append((b"warning", f'299 - "{text}"'.encode()))
+        return out
 
     def _json_body(self, req: Request) -> Any:
         try:

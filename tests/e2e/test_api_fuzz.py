@@ -1,0 +1,182 @@
+"""Schemathesis against the live API (SPEC §7: "no input ever yields a 500").
+
+Every operation of the API's own /openapi.json is exercised with a bounded number of generated
+requests (positive and negative data, with a valid token) against the whole stack, and no
+response may be a 5xx. Half of the generated namespaces, run names and agent references come
+from a small dictionary of things that exist (a namespace with an Agent, runs parked at their
+gate, a finished run), so requests get past validation to Kubernetes and Temporal.
+
+The published schema declares no body for the gate-verdict operation (the API reads it by hand,
+to answer 400 rather than 422), so a second run adds the verdict's shape (SPEC §4) to that one
+operation and sends valid verdicts with generated texts to the waiting gates.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+
+from cli.stack import free_port, stop_process
+from tests.e2e.conftest import Stack, agent, agent_run
+from tests.waiting import wait_for
+
+TOKEN = "t-fuzz-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+EXAMPLES = 25  # per operation in the fuzzing phase: the whole module stays well under a minute
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+# A verdict as SPEC §4 and §7 define it: reject and rewrite need a non-empty response.
+VERDICT = {"oneOf": [
+    {"type": "object", "required": ["action"], "additionalProperties": False,
+     "properties": {"action": {"const": "approve"}, "response": {"type": "string"}, "reason": {"type": "string"}}},
+    {"type": "object", "required": ["action", "response"], "additionalProperties": False,
+     "properties": {"action": {"enum": ["reject", "rewrite"]}, "response": {"type": "string", "minLength": 1},
+                    "reason": {"type": "string"}}},
+]}
+
+
+@pytest.fixture(scope="module")
+def api_base(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`python -m api` with a token file, as `agentrun up` runs it; yields its base URL."""
+    d = tmp_path_factory.mktemp("api-fuzz")
+    tokens = d / "tokens"
+    tokens.write_text(f"{TOKEN} fuzzer@example.com\n")
+    port = free_port()
+    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port)}
+    proc = subprocess.Popen([sys.executable, "-m", "api"], env=env, stdout=(d / "api.log").open("ab"),
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(base + "/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, timeout=30, what="the API to be ready")
+        yield base
+    finally:
+        stop_process(proc)
+
+
+PARKED = [f"parked-{i}" for i in range(4)]
+NAMES = [*PARKED, "done", "ghost"]
+
+
+def _prepare(stack: Stack, ns: str) -> None:
+    """An Agent, runs parked at a manual gate and a finished run, for the dictionaries to point at."""
+    gate = {"name": "gate", "image": "busybox:1.36", "gate": True, "command": ["sh", "-c", "true"]}
+    stack.create(ns, "agents", agent())
+    for name in PARKED:
+        stack.create(ns, "agentruns", agent_run(name, lifecycle={"postRun": [gate], "gateTimeout": "10m"}))
+    stack.create(ns, "agentruns", agent_run("done"))
+    stack.wait_phase(ns, "done")
+    for name in PARKED:
+        wait_for(lambda name=name: (((stack.get_run(ns, name) or {}).get("status") or {}).get("gate") or {})  # type: ignore[misc]
+                 .get("state") == "pending", timeout=60, what=f"the gate of {name} to be pending")
+
+
+def _config(base: str, namespaces: list[str], *, known: float = 0.5, mode: str = "all",
+            coverage: bool = True) -> schemathesis.Config:
+    """Generated namespaces, run names and agent references are known ones with probability `known`."""
+    return schemathesis.Config.from_dict({
+        "base-url": base,
+        "headers": AUTH,
+        "request-timeout": 30,
+        "generation": {"max-examples": EXAMPLES, "database": "none", "mode": mode},
+        "phases": {"coverage": {"enabled": coverage}},
+        "dictionaries": {"namespaces": {"values": namespaces},
+                         "names": {"values": NAMES},
+                         "agents": {"values": ["helper"]}},
+        "parameters": {"query.namespace": {"dictionary": "namespaces", "probability": known},
+                       "path.name": {"dictionary": "names", "probability": known},
+                       "body.agentRef": {"dictionary": "agents", "probability": known}},
+    })
+
+
+@pytest.fixture(autouse=True)
+def _node_id_for_schemathesis(request: pytest.FixtureRequest) -> None:
+    # schemathesis' lazy loader reads and rewrites `node._nodeid`, which pytest 9 no longer has
+    # (the id lives in `node.nodeid`); give it the attribute so it can label each operation.
+    if not hasattr(request.node, "_nodeid"):
+        request.node._nodeid = request.node.nodeid
+
+
+@pytest.fixture
+def api_schema(api_base: str, stack: Stack, namespace: str) -> Any:
+    """The API's own /openapi.json, as it serves it."""
+    _prepare(stack, namespace)
+    return schemathesis.openapi.from_url(api_base + "/openapi.json", config=_config(api_base, [namespace, "default"]),
+                                         headers=AUTH, timeout=10)
+
+
+@pytest.fixture
+def accepted() -> dict[str, dict[str, Any]]:
+    """Run name → the verdict body the API accepted (200) for it."""
+    return {}
+
+
+@pytest.fixture
+def verdict_schema(api_base: str, stack: Stack, namespace: str, accepted: dict[str, dict[str, Any]]) -> Iterator[Any]:
+    """The served schema with the verdict body (SPEC §4) declared on the gate-verdict operation.
+
+    Bad bodies are refused by hand before anything else (400) and the whole schema run covers
+    them; here the valid ones, with odd texts, travel on as Temporal Updates into the workflows
+    and the runs' status. Afterwards every accepted verdict must have ended its run as SPEC §4's
+    table says, with the texts intact."""
+    _prepare(stack, namespace)
+    doc = httpx.get(api_base + "/openapi.json", headers=AUTH, timeout=10).json()
+    op = doc["paths"]["/api/v1/runs/{name}/gate-verdict"]["post"]
+    op.setdefault("requestBody", {"required": True, "content": {"application/json": {"schema": VERDICT}}})
+    config = _config(api_base, [namespace], known=0.9, mode="positive", coverage=False)
+    yield schemathesis.openapi.from_dict(doc, config=config)
+    assert accepted, "no generated verdict reached a waiting gate"
+    for name, body in accepted.items():
+        st = stack.wait_phase(namespace, name, timeout=30)["status"]
+        label = {"approve": "approved", "reject": "rejected", "rewrite": "rewritten"}[body["action"]]
+        result = "echo: hello" if body["action"] == "approve" else body["response"]
+        assert (st["phase"], st["gateVerdict"], st["result"]) == ("Succeeded", label, result), (body, st)
+        assert st["gate"]["decidedBy"] == "fuzzer@example.com", st["gate"]
+        if body.get("reason"):
+            assert st["gate"]["reason"] == body["reason"], (body, st["gate"])
+
+
+# -- a known defect, pinned by its own test below ---------------------------------------------------
+schema = schemathesis.pytest.from_fixture("api_schema")
+verdict = schemathesis.pytest.from_fixture("verdict_schema").include(path="/api/v1/runs/{name}/gate-verdict")
+
+
+@pytest.mark.timeout(180)
+@schema.parametrize()
+@SETTINGS
+def test_no_generated_request_yields_a_server_error(case: schemathesis.Case, api_base: str) -> None:
+    case.call_and_validate(base_url=api_base, headers=AUTH, checks=[not_a_server_error])
+
+
+@pytest.mark.timeout(180)
+@verdict.parametrize()
+@SETTINGS
+def test_no_generated_gate_verdict_yields_a_server_error(case: schemathesis.Case, api_base: str,
+                                                        accepted: dict[str, dict[str, Any]]) -> None:
+    r = case.call_and_validate(base_url=api_base, headers=AUTH, checks=[not_a_server_error])
+    if r.status_code == 200:
+        name = case.path_parameters["name"] if case.path_parameters else ""
+        assert name not in accepted, f"a second verdict for {name} was accepted"
+        assert isinstance(case.body, dict), case.body
+        accepted[name] = dict(case.body)
+
+
+def test_an_unknown_model_key_with_a_control_character_is_not_a_server_error(api_base: str, stack: Stack,
+                                                                             namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    r = httpx.post(api_base + "/api/v1/runs", params={"namespace": namespace}, headers=AUTH, timeout=30,
+                   json={"agentRef": "helper", "task": "x", "model": {"bad\nkey": "x"}})
+    assert r.status_code < 500, (r.status_code, r.text)
