@@ -28,6 +28,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.manifests import ANNOTATION_WORKFLOW, LABEL_RUN
+from activities.schedules import ANNOTATION_TICK
 from models.agentrun import TERMINAL_PHASES
 from models.gate import VERDICT_ANNOTATION, parse_annotation
 from models.resolve import RunRef
@@ -36,6 +37,7 @@ from worker.settings import WorkerSettings
 from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
 
 from .leader import LeaderElector
+from .schedules import ScheduleSync
 from .watch import KindWatcher
 
 log = logging.getLogger("agentrun.bridge")
@@ -69,6 +71,7 @@ class Bridge:
         self._started: set[str] = set()
         self._verdicts: dict[str, str] = {}
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.schedules = ScheduleSync(api, temporal, task_queue=settings.temporal.task_queue)
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
                                      identity=self.identity, lease_seconds=settings.lease_seconds,
                                      renew_seconds=settings.lease_renew_seconds)
@@ -89,7 +92,13 @@ class Bridge:
                                    group=GROUP, version=VERSION, plural="agentruns")
                 jobs = KindWatcher(self.api, self.batch.list_job_for_all_namespaces, name="jobs",
                                    label_selector=LABEL_RUN)
-            out += [(runs, self.on_run), (jobs, self.on_job)]
+            if ns:
+                scheds = KindWatcher(self.api, self.custom.list_namespaced_custom_object, name=f"schedules/{ns}",
+                                     group=GROUP, version=VERSION, namespace=ns, plural="sympoziumschedules")
+            else:
+                scheds = KindWatcher(self.api, self.custom.list_cluster_custom_object, name="schedules",
+                                     group=GROUP, version=VERSION, plural="sympoziumschedules")
+            out += [(runs, self.on_run), (jobs, self.on_job), (scheds, self.schedules.on_schedule)]
         return out
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -164,6 +173,9 @@ class Bridge:
         if phase in TERMINAL_PHASES:
             return
         if wid not in self._started:
+            tick = ((meta.get("annotations") or {}).get(ANNOTATION_TICK))
+            if tick and await self._tick_starts_it(tick, wid):
+                return
             await self._start(ref, wid)
         await self._forward_verdict(obj, ref, wid)
 
@@ -180,6 +192,24 @@ class Bridge:
         verdict.decided_by = f"system:serviceaccount:{ref.namespace}:sympozium-lifecycle-{ref.name}"
         await self.temporal.get_workflow_handle(wid).signal(AgentRunWorkflow.verdict, verdict)
         log.info("forwarded gate verdict %s for %s", verdict.action, wid)
+
+    async def _tick_starts_it(self, tick: str, wid: str) -> bool:
+        """A scheduled run's workflow is started by its tick, as a child; the bridge only steps in
+        when that tick is gone without having started it (e.g. it was terminated)."""
+        try:
+            await self.temporal.get_workflow_handle(wid).describe()
+            self._started.add(wid)
+            return True
+        except RPCError as e:
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+        try:
+            desc = await self.temporal.get_workflow_handle(tick).describe()
+        except RPCError as e:
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return desc.status is not None and desc.status.name == "RUNNING"
 
     async def _start(self, ref: RunRef, wid: str) -> None:
         s = self.settings

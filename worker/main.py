@@ -12,7 +12,9 @@ from temporalio.worker import Worker
 
 from activities.events import EventActivities
 from activities.kube import KubeActivities
+from activities.schedules import ScheduleActivities
 from workflows.agent_run import AgentRunWorkflow
+from workflows.scheduled_run import ScheduledRunWorkflow
 
 from .settings import WorkerSettings
 
@@ -31,8 +33,9 @@ def build_worker(client: Client, settings: WorkerSettings) -> Worker:
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
-        workflows=[AgentRunWorkflow],
-        activities=[*acts.all(), EventActivities(settings.nats.url or None).publish_event],
+        workflows=[AgentRunWorkflow, ScheduledRunWorkflow],
+        activities=[*acts.all(), *ScheduleActivities(acts.api).all(),
+                    EventActivities(settings.nats.url or None).publish_event],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
     )

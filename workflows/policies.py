@@ -29,3 +29,8 @@ EVENT_BUDGET = timedelta(hours=1)
 
 # Extra time after the agent's own deadline before the workflow stops waiting for the Job.
 AGENT_DEADLINE_GRACE = timedelta(seconds=30)
+
+# Schedule ticks: removing replaced runs waits for their own cleanup (which retries for up to
+# CLEANUP_STEP), heartbeating while it waits.
+REMOVE_RUNS_STEP = timedelta(hours=1)
+REMOVE_RUNS_HEARTBEAT = timedelta(seconds=30)

@@ -1,0 +1,179 @@
+"""SympoziumSchedule ⇒ Temporal Schedule (SPEC §6): the bridge's half of schedules.
+
+Each schedule object is mirrored into exactly one Temporal Schedule whose ID comes from the
+object's namespace, name and uid. Edits update it, `suspend` pauses it, deletion (held by our
+finalizer) deletes it. An invalid cron or time zone sets `phase: Error` and leaves no Temporal
+Schedule behind. The ticks themselves never pass through the bridge: Temporal starts
+`ScheduledRunWorkflow` on a worker, so a tick happens exactly once however many bridges run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleState,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.client import ScheduleSpec as TemporalSpec
+from temporalio.service import RPCError, RPCStatusCode
+
+from models.base import FieldProblem, parse
+from models.schedule import (
+    ScheduledTick,
+    SchedulePlan,
+    ScheduleRef,
+    ScheduleSpec,
+    plan_schedule,
+    temporal_schedule_id,
+    tick_workflow_id,
+)
+from workflows.scheduled_run import ScheduledRunWorkflow
+
+log = logging.getLogger("agentrun.bridge.schedules")
+GROUP, VERSION, PLURAL = "sympozium.ai", "v1alpha1", "sympoziumschedules"
+FINALIZER = "agentrun.dev/schedule"
+OVERLAP = {"Forbid": ScheduleOverlapPolicy.SKIP, "Allow": ScheduleOverlapPolicy.ALLOW_ALL,
+           "Replace": ScheduleOverlapPolicy.CANCEL_OTHER}
+# Temporal refuses catch-up windows shorter than this; shorter ones are still honoured by the tick.
+MIN_TEMPORAL_CATCHUP = timedelta(seconds=10)
+
+
+def _ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ref_of(obj: dict[str, Any]) -> ScheduleRef:
+    m = obj["metadata"]
+    return ScheduleRef(namespace=m["namespace"], name=m["name"], uid=m["uid"])
+
+
+def temporal_schedule(ref: ScheduleRef, plan: SchedulePlan, *, task_queue: str) -> Schedule:
+    """The Temporal Schedule a validated SympoziumSchedule maps to."""
+    tick = ScheduledTick(schedule=ref, timezone=plan.timezone, concurrency_policy=plan.overlap,
+                         catchup_seconds=plan.catchup_seconds)
+    spec = TemporalSpec(
+        cron_expressions=[plan.cron] if plan.cron else [],
+        intervals=[ScheduleIntervalSpec(every=timedelta(seconds=plan.every_seconds))] if plan.every_seconds else [],
+        time_zone_name=plan.timezone,
+    )
+    policy = SchedulePolicy(overlap=OVERLAP[plan.overlap])
+    if plan.catchup_seconds is not None:
+        policy.catchup_window = max(MIN_TEMPORAL_CATCHUP, timedelta(seconds=plan.catchup_seconds))
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            ScheduledRunWorkflow.run, tick, id=tick_workflow_id(ref), task_queue=task_queue,
+            static_summary=f"tick of SympoziumSchedule {ref.namespace}/{ref.name}",
+            static_details=f"kubectl get sympoziumschedule {ref.name} -n {ref.namespace} -o yaml"),
+        spec=spec, policy=policy,
+        state=ScheduleState(paused=plan.paused, note="spec.suspend is true" if plan.paused else ""),
+    )
+
+
+class ScheduleSync:
+    def __init__(self, api: client.ApiClient, temporal: Client, *, task_queue: str) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.temporal = temporal
+        self.task_queue = task_queue
+        # (uid, generation) already mirrored by this process; status writes do not bump generation.
+        self._synced: set[tuple[str, int]] = set()
+
+    async def on_schedule(self, typ: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if not (meta.get("namespace") and meta.get("name") and meta.get("uid")):
+            return
+        ref = ref_of(obj)
+        if typ == "DELETED" or meta.get("deletionTimestamp"):
+            await self._delete(ref, obj if typ != "DELETED" else None)
+            return
+        key = (ref.uid, int(meta.get("generation") or 1))
+        if key in self._synced:
+            return
+        await self._ensure_finalizer(obj)
+        try:
+            plan = plan_schedule(parse(ScheduleSpec, obj.get("spec") or {}, "spec"))
+        except FieldProblem as p:
+            # Nothing may tick for an invalid schedule, including an earlier valid version of it.
+            await self._delete_temporal(ref)
+            await self._write_status(ref, {"phase": "Error", "message": str(p), "nextRunTime": None,
+                                           "observedGeneration": key[1]})
+            self._synced.add(key)
+            log.info("schedule %s/%s is invalid: %s", ref.namespace, ref.name, p)
+            return
+        schedule = temporal_schedule(ref, plan, task_queue=self.task_queue)
+        sid = temporal_schedule_id(ref)
+        status = obj.get("status") or {}
+        never_ran = not status.get("lastRunTime") and not status.get("totalRuns")
+        try:
+            handle = await self.temporal.create_schedule(
+                sid, schedule, trigger_immediately=plan.trigger_immediately and never_ran and not plan.paused)
+            log.info("created Temporal Schedule %s", sid)
+        except ScheduleAlreadyRunningError:
+            handle = self.temporal.get_schedule_handle(sid)
+
+            def replace(_: ScheduleUpdateInput) -> ScheduleUpdate:
+                return ScheduleUpdate(schedule=schedule)
+
+            await handle.update(replace)
+            log.info("updated Temporal Schedule %s", sid)
+        desc = await handle.describe()
+        times = desc.info.next_action_times
+        await self._write_status(ref, {
+            "phase": "Suspended" if plan.paused else "Active", "message": None,
+            "nextRunTime": _ts(times[0]) if times and not plan.paused else None, "observedGeneration": key[1]})
+        self._synced.add(key)
+
+    async def _delete(self, ref: ScheduleRef, obj: dict[str, Any] | None) -> None:
+        await self._delete_temporal(ref)
+        if obj is None:
+            return
+        fins = obj["metadata"].get("finalizers") or []
+        if FINALIZER not in fins:
+            return
+        patch = {"metadata": {"finalizers": [f for f in fins if f != FINALIZER],
+                              "resourceVersion": obj["metadata"]["resourceVersion"]}}
+        try:
+            await asyncio.to_thread(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace, PLURAL,
+                                    ref.name, patch)
+            log.info("released schedule %s/%s", ref.namespace, ref.name)
+        except ApiException as e:
+            if e.status not in (404, 409):  # 409: a newer version will arrive as its own event
+                raise
+
+    async def _delete_temporal(self, ref: ScheduleRef) -> None:
+        try:
+            await self.temporal.get_schedule_handle(temporal_schedule_id(ref)).delete()
+            log.info("deleted Temporal Schedule %s", temporal_schedule_id(ref))
+        except RPCError as e:
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+
+    async def _ensure_finalizer(self, obj: dict[str, Any]) -> None:
+        m = obj["metadata"]
+        fins = m.get("finalizers") or []
+        if FINALIZER in fins:
+            return
+        patch = {"metadata": {"finalizers": [*fins, FINALIZER], "resourceVersion": m["resourceVersion"]}}
+        await asyncio.to_thread(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], PLURAL,
+                                m["name"], patch)
+
+    async def _write_status(self, ref: ScheduleRef, fields: dict[str, Any]) -> None:
+        try:
+            await asyncio.to_thread(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
+                                    PLURAL, ref.name, {"status": fields})
+        except ApiException as e:
+            if e.status != 404:
+                raise

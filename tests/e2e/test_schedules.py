@@ -1,0 +1,363 @@
+"""SympoziumSchedules on Temporal Schedules (SPEC §6), end to end.
+
+Ticks come from Temporal itself: short intervals, `trigger` and `backfill` on the real
+Temporal Schedule, never wall-clock waits of minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+from zoneinfo import ZoneInfo
+
+import pytest
+from kubernetes.client.rest import ApiException
+from temporalio.client import Client, ScheduleBackfill, ScheduleHandle, ScheduleOverlapPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
+
+from models.schedule import ScheduleRef, TickResult, temporal_schedule_id
+from tests.e2e.conftest import TERMINAL, Record, Stack, agent
+from tests.waiting import wait_for, wait_for_async
+from workflows.scheduled_run import ScheduledRunWorkflow
+
+GROUP, VERSION, PLURAL = "sympozium.ai", "v1alpha1", "sympoziumschedules"
+
+
+def schedule(name: str, cron: str, task: str = "hello", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SympoziumSchedule", "metadata": {"name": name},
+            "spec": {"agentRef": "helper", "schedule": cron, "task": task, **spec}}
+
+
+@pytest.fixture
+async def temporal_client(stack: Stack) -> AsyncIterator[Client]:
+    yield await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+
+
+def get_schedule(stack: Stack, ns: str, name: str) -> dict[str, Any] | None:
+    try:
+        return cast(dict[str, Any], stack.custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name))
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def wait_status(stack: Stack, ns: str, name: str, what: str, pred: Any, timeout: float = 30) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        obj = get_schedule(stack, ns, name)
+        return obj if obj is not None and pred(obj.get("status") or {}) else None
+    return wait_for(probe, timeout=timeout, interval=0.1, what=f"schedule {name}: {what}")
+
+
+def handle_of(temporal: Client, stack: Stack, ns: str, name: str) -> ScheduleHandle:
+    obj = get_schedule(stack, ns, name)
+    assert obj is not None
+    m = obj["metadata"]
+    return temporal.get_schedule_handle(temporal_schedule_id(ScheduleRef(namespace=ns, name=name, uid=m["uid"])))
+
+
+def runs_of(stack: Stack, ns: str, name: str) -> list[dict[str, Any]]:
+    out: Any = stack.custom.list_namespaced_custom_object(GROUP, VERSION, ns, "agentruns",
+                                                          label_selector=f"sympozium.ai/schedule={name}")
+    items: list[dict[str, Any]] = out["items"]
+    return sorted(items, key=lambda r: r["metadata"]["name"])
+
+
+def phase(run: dict[str, Any]) -> str:
+    return str((run.get("status") or {}).get("phase") or "")
+
+
+async def schedule_exists(handle: ScheduleHandle) -> bool:
+    try:
+        await handle.describe()
+        return True
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+
+
+def test_interval_schedule_creates_one_run_per_tick_named_by_tick_time_and_owned(
+        stack: Stack, namespace: str, record: Record) -> None:
+    stack.create(namespace, "agents", agent())
+    runs = record(namespace, "agentruns")
+    sched = stack.create(namespace, PLURAL, schedule("beat", "@every 2s", type="heartbeat",
+                                                     concurrencyPolicy="Allow", firstTick="afterInterval"))
+    made = wait_for(lambda: (lambda rs: rs if len(rs) >= 3 else None)(runs_of(stack, namespace, "beat")),
+                    timeout=40, what="three ticks")
+    stack.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "beat", {"spec": {"suspend": True}})
+    for run in made[:3]:
+        meta = run["metadata"]
+        # Named by the tick time: an interval of 2s ticks on even seconds (UTC).
+        stamp = meta["name"].removeprefix("beat-")
+        tick = datetime.strptime(stamp, "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+        assert tick.second % 2 == 0, meta["name"]
+        assert meta["annotations"]["agentrun.dev/tick-time"] == tick.strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert meta["ownerReferences"][0]["uid"] == sched["metadata"]["uid"]
+        assert meta["ownerReferences"][0]["kind"] == "SympoziumSchedule"
+        assert meta["labels"]["sympozium.ai/schedule"] == "beat"
+        assert meta["labels"]["sympozium.ai/instance"] == "helper"
+        assert meta["labels"]["sympozium.ai/type"] == "heartbeat"
+        # Only the schedule's fields (and the CRD's defaults): the rest comes from the Agent.
+        assert run["spec"] == {"agentRef": "helper", "task": "hello", "cleanup": "delete", "mode": "task"}
+        done = stack.wait_phase(namespace, meta["name"])
+        assert phase(done) == "Succeeded"
+    # No tick created two runs: every run ever created has its own name.
+    names = list(runs.created().values())
+    assert len(names) == len(set(names))
+    status = wait_status(stack, namespace, "beat", "counts its runs",
+                         lambda s: s.get("totalRuns", 0) >= 3 and s.get("phase") == "Suspended")
+    assert status["status"]["lastRunName"] in names
+    assert "nextRunTime" not in status["status"]
+
+
+async def test_two_bridges_never_create_two_runs_for_one_tick(stack: Stack, namespace: str, record: Record,
+                                                              temporal_client: Client) -> None:
+    second = stack.bridge.__class__("bridge-2", stack.bridge.args, {**stack.bridge.env, "AGENTRUN_IDENTITY": "b2"},
+                                    stack.bridge.log.with_name("bridge-2.log"))
+    second.start()
+    try:
+        stack.create(namespace, "agents", agent())
+        runs = record(namespace, "agentruns")
+        stack.create(namespace, PLURAL, schedule("twice", "@every 1h", concurrencyPolicy="Allow",
+                                                 firstTick="afterInterval"))
+        wait_status(stack, namespace, "twice", "Active", lambda s: s.get("phase") == "Active")
+        handle = handle_of(temporal_client, stack, namespace, "twice")
+        for _ in range(3):
+            await handle.trigger()
+            await asyncio.sleep(1.1)  # each tick in its own second: run names carry the tick's second
+        wait_for(lambda: len(runs_of(stack, namespace, "twice")) >= 3, timeout=30, what="three runs")
+        for run in runs_of(stack, namespace, "twice"):
+            stack.wait_phase(namespace, run["metadata"]["name"])
+        desc = await handle.describe()
+        # Exactly one run per tick that Temporal started, and exactly one Temporal Schedule for the object.
+        assert desc.info.num_actions == 3
+        assert len(set(runs.created().values())) == 3
+        listed = [s async for s in await temporal_client.list_schedules()
+                  if s.id.startswith(f"sympozium-schedule/{namespace}/twice/")]
+        assert len(listed) == 1
+    finally:
+        second.stop()
+
+
+async def test_forbid_skips_ticks_while_a_run_is_active_and_resumes_after(
+        stack: Stack, namespace: str, record: Record, temporal_client: Client) -> None:
+    stack.create(namespace, "agents", agent())
+    runs = record(namespace, "agentruns")
+    stack.create(namespace, PLURAL, schedule("solo", "@every 1h", task="sleep:4", firstTick="afterInterval"))
+    wait_status(stack, namespace, "solo", "Active", lambda s: s.get("phase") == "Active")
+    handle = handle_of(temporal_client, stack, namespace, "solo")
+    await handle.trigger()
+    first = wait_for(lambda: next(iter(runs_of(stack, namespace, "solo")), None), timeout=20, what="the first run")
+    stack.wait_phase(namespace, first["metadata"]["name"], {"Running"}, timeout=20)
+    await handle.trigger()
+    await handle.trigger()
+    await wait_for_async(lambda: _skipped(handle, 2), timeout=20, what="two skipped ticks")
+    assert [r["metadata"]["name"] for r in runs_of(stack, namespace, "solo")] == [first["metadata"]["name"]]
+    stack.wait_phase(namespace, first["metadata"]["name"], timeout=30)
+    await wait_for_async(lambda: _no_running_ticks(temporal_client, namespace, "solo"), timeout=30,
+                         what="the first tick to close")
+    await handle.trigger()
+    second = wait_for(lambda: (lambda rs: rs[1] if len(rs) == 2 else None)(runs_of(stack, namespace, "solo")),
+                      timeout=20, what="a second run after the first ended")
+    stack.wait_phase(namespace, second["metadata"]["name"], timeout=30)
+    # Never two at once: the second was created only after the first was terminal.
+    assert _max_active(runs) == 1
+
+
+async def _skipped(handle: ScheduleHandle, n: int) -> bool:
+    return (await handle.describe()).info.num_actions_skipped_overlap >= n
+
+
+async def _no_running_ticks(temporal: Client, ns: str, name: str) -> bool:
+    q = 'WorkflowType = "ScheduledRunWorkflow" AND ExecutionStatus = "Running"'
+    return not [w async for w in temporal.list_workflows(q) if w.id.startswith(f"agentrun-tick/{ns}/{name}-")]
+
+
+def _max_active(rec: Any) -> int:
+    """The most runs that were ever non-terminal at the same moment, from the watch's event order."""
+    active: set[str] = set()
+    most = 0
+    for typ, obj in rec.snapshot():
+        name = obj["metadata"]["name"]
+        if typ == "DELETED" or phase(obj) in TERMINAL:
+            active.discard(name)
+        else:
+            active.add(name)
+        most = max(most, len(active))
+    return most
+
+
+async def test_allow_overlaps_runs(stack: Stack, namespace: str, record: Record, temporal_client: Client) -> None:
+    stack.create(namespace, "agents", agent())
+    runs = record(namespace, "agentruns")
+    stack.create(namespace, PLURAL, schedule("many", "@every 1h", task="sleep:3", concurrencyPolicy="Allow",
+                                             firstTick="afterInterval"))
+    wait_status(stack, namespace, "many", "Active", lambda s: s.get("phase") == "Active")
+    handle = handle_of(temporal_client, stack, namespace, "many")
+    await handle.trigger()
+    wait_for(lambda: len(runs_of(stack, namespace, "many")) == 1, timeout=20, what="the first run")
+    await asyncio.sleep(1.1)  # the next trigger must fall in another second: run names carry the tick's second
+    await handle.trigger()
+    both = wait_for(lambda: (lambda rs: rs if len(rs) == 2 else None)(runs_of(stack, namespace, "many")),
+                    timeout=20, what="a second, overlapping run")
+    for r in both:
+        assert phase(stack.wait_phase(namespace, r["metadata"]["name"], timeout=30)) == "Succeeded"
+    assert _max_active(runs) == 2
+
+
+async def test_replace_cancels_the_running_run_with_its_cleanup_and_starts_the_next(
+        stack: Stack, namespace: str, temporal_client: Client) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, PLURAL, schedule("swap", "@every 1h", task="sleep:120", concurrencyPolicy="Replace",
+                                             firstTick="afterInterval"))
+    wait_status(stack, namespace, "swap", "Active", lambda s: s.get("phase") == "Active")
+    handle = handle_of(temporal_client, stack, namespace, "swap")
+    await handle.trigger()
+    old = wait_for(lambda: next(iter(runs_of(stack, namespace, "swap")), None), timeout=20, what="the first run")
+    old_name = old["metadata"]["name"]
+    stack.wait_phase(namespace, old_name, {"Running"}, timeout=20)
+    wait_for(lambda: stack.run_objects(namespace, old_name)["pods"], timeout=20, what="the first run's pod")
+    await asyncio.sleep(1.1)  # a tick in another second, so a distinct run name
+    await handle.trigger()
+    new = wait_for(lambda: next((r for r in runs_of(stack, namespace, "swap") if r["metadata"]["name"] != old_name),
+                                None), timeout=60, what="the replacing run")
+    # The old run went first, with its Jobs and pods: its workflow's cleanup ran.
+    assert stack.get_run(namespace, old_name) is None
+    stack.wait_gone(namespace, old_name)
+    stack.wait_phase(namespace, new["metadata"]["name"], {"Running"}, timeout=20)
+    await handle.delete()  # the schedule object's deletion is covered below; stop the long run here
+    stack.custom.delete_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agentruns",
+                                                 new["metadata"]["name"])
+
+
+def test_schedule_at_nine_paris_time_next_runs_at_eight_or_seven_utc(stack: Stack, namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, PLURAL, schedule("report", "0 9 * * *", timezone="Europe/Paris",
+                                             firstTick="afterInterval"))
+    obj = wait_status(stack, namespace, "report", "has a next run", lambda s: s.get("nextRunTime"))
+    paris = ZoneInfo("Europe/Paris")
+    now = datetime.now(paris)
+    nine = now.replace(hour=9, minute=0, second=0, microsecond=0)
+    if nine <= now:
+        nine = (nine + timedelta(days=1)).replace(hour=9)
+        nine = datetime(nine.year, nine.month, nine.day, 9, tzinfo=paris)
+    expected = nine.astimezone(UTC)
+    assert expected.hour in (7, 8)  # CEST or CET
+    assert obj["status"]["nextRunTime"] == expected.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert obj["status"]["phase"] == "Active"
+
+
+async def test_invalid_cron_or_zone_is_an_error_and_creates_nothing(stack: Stack, namespace: str,
+                                                                     temporal_client: Client) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, PLURAL, schedule("badcron", "61 * * * *"))
+    stack.create(namespace, PLURAL, schedule("badzone", "0 9 * * *", timezone="Mars/Olympus"))
+    stack.create(namespace, PLURAL, schedule("never", "0 0 31 2 *"))
+    bad = wait_status(stack, namespace, "badcron", "Error", lambda s: s.get("phase") == "Error")
+    assert bad["status"]["message"].startswith("spec.schedule: minute '61'")
+    zone = wait_status(stack, namespace, "badzone", "Error", lambda s: s.get("phase") == "Error")
+    assert "spec.timezone" in zone["status"]["message"] and "Mars/Olympus" in zone["status"]["message"]
+    for name in ("badcron", "badzone"):
+        assert not await schedule_exists(handle_of(temporal_client, stack, namespace, name))
+    # February 31st never comes: Active, but no next run.
+    never = wait_status(stack, namespace, "never", "Active", lambda s: s.get("phase") == "Active")
+    assert "nextRunTime" not in never["status"]
+    assert await schedule_exists(handle_of(temporal_client, stack, namespace, "never"))
+    # Fixing the cron makes it Active.
+    stack.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "badcron",
+                                                {"spec": {"schedule": "0 * * * *", "firstTick": "afterInterval"}})
+    fixed = wait_status(stack, namespace, "badcron", "Active", lambda s: s.get("phase") == "Active")
+    assert fixed["status"].get("nextRunTime") and "message" not in fixed["status"]
+    assert runs_of(stack, namespace, "badcron") == []
+
+
+async def test_suspend_pauses_and_resume_unpauses_the_temporal_schedule(stack: Stack, namespace: str,
+                                                                        temporal_client: Client) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, PLURAL, schedule("nap", "*/5 * * * *", firstTick="afterInterval"))
+    wait_status(stack, namespace, "nap", "Active", lambda s: s.get("phase") == "Active")
+    handle = handle_of(temporal_client, stack, namespace, "nap")
+    stack.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "nap", {"spec": {"suspend": True}})
+    obj = wait_status(stack, namespace, "nap", "Suspended", lambda s: s.get("phase") == "Suspended")
+    assert "nextRunTime" not in obj["status"]
+    assert (await handle.describe()).schedule.state.paused
+    stack.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "nap", {"spec": {"suspend": False}})
+    obj = wait_status(stack, namespace, "nap", "Active again", lambda s: s.get("phase") == "Active")
+    assert not (await handle.describe()).schedule.state.paused
+    nxt = datetime.fromisoformat(obj["status"]["nextRunTime"].replace("Z", "+00:00"))
+    assert nxt.minute % 5 == 0 and nxt > datetime.now(UTC)
+
+
+async def test_deleting_the_schedule_removes_its_temporal_schedule_and_runs(
+        stack: Stack, namespace: str, temporal_client: Client) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, PLURAL, schedule("gone", "@every 1h", task="sleep:120", concurrencyPolicy="Allow"))
+    # firstTick: immediate (the default) triggers once on creation.
+    run = wait_for(lambda: next(iter(runs_of(stack, namespace, "gone")), None), timeout=20, what="the immediate tick")
+    stack.wait_phase(namespace, run["metadata"]["name"], {"Running"}, timeout=20)
+    handle = handle_of(temporal_client, stack, namespace, "gone")
+    stack.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "gone")
+    wait_for(lambda: get_schedule(stack, namespace, "gone") is None, timeout=20, what="the schedule object to go")
+    assert not await schedule_exists(handle)
+    wait_for(lambda: stack.get_run(namespace, run["metadata"]["name"]) is None, timeout=30,
+             what="the schedule's run to be deleted with it")
+    stack.wait_gone(namespace, run["metadata"]["name"])
+
+
+async def test_backfill_creates_exactly_the_runs_of_the_range(stack: Stack, namespace: str,
+                                                              temporal_client: Client) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, PLURAL, schedule("past", "* * * * *", timezone="Europe/Paris",
+                                             firstTick="afterInterval", suspend=True))
+    wait_status(stack, namespace, "past", "Suspended", lambda s: s.get("phase") == "Suspended")
+    handle = handle_of(temporal_client, stack, namespace, "past")
+    start = datetime(2026, 1, 15, 8, 0, tzinfo=UTC)
+    # [08:00, 08:03) UTC: three ticks, named in Paris time (UTC+1 in January).
+    await handle.backfill(ScheduleBackfill(start_at=start - timedelta(seconds=1), end_at=start + timedelta(minutes=2),
+                                           overlap=ScheduleOverlapPolicy.BUFFER_ALL))
+    expected = ["past-202601150900", "past-202601150901", "past-202601150902"]
+    wait_for(lambda: [r["metadata"]["name"] for r in runs_of(stack, namespace, "past")] == expected, timeout=40,
+             what=f"runs {expected}", interval=0.2)
+    for name in expected:
+        assert phase(stack.wait_phase(namespace, name, timeout=30)) == "Succeeded"
+    assert [r["metadata"]["name"] for r in runs_of(stack, namespace, "past")] == expected
+
+
+async def test_ticks_missed_beyond_the_catchup_window_are_dropped(stack: Stack, namespace: str,
+                                                                  temporal_client: Client) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, PLURAL, schedule("late", "@every 1h", concurrencyPolicy="Allow", catchupWindow="8s",
+                                             firstTick="afterInterval"))
+    wait_status(stack, namespace, "late", "Active", lambda s: s.get("phase") == "Active")
+    handle = handle_of(temporal_client, stack, namespace, "late")
+    stack.bridge.kill()
+    stack.worker.kill()
+    try:
+        await handle.trigger()  # tick A: started by Temporal now, picked up by no worker
+        await asyncio.sleep(10)  # the downtime under test: longer than the 8s window
+        await handle.trigger()  # tick B: within the window when the worker is back (it starts in < 8s)
+    finally:
+        stack.worker.start()
+        stack.bridge.start()
+    ticks = await wait_for_async(lambda: _closed_ticks(temporal_client, namespace, "late", 2), timeout=60,
+                                 what="both ticks to finish")
+    results = sorted(ticks, key=lambda r: r[0])
+    assert "beyond catchupWindow" in (results[0][1].skipped or ""), results
+    assert results[1][1].skipped is None and results[1][1].run_name
+    names = [r["metadata"]["name"] for r in runs_of(stack, namespace, "late")]
+    assert names == [results[1][1].run_name]
+    assert phase(stack.wait_phase(namespace, names[0], timeout=30)) == "Succeeded"
+
+
+async def _closed_ticks(temporal: Client, ns: str, name: str, n: int) -> list[tuple[datetime, TickResult]] | None:
+    out = []
+    async for w in temporal.list_workflows('WorkflowType = "ScheduledRunWorkflow"'):
+        if not w.id.startswith(f"agentrun-tick/{ns}/{name}-") or w.status is None or w.status.name == "RUNNING":
+            continue
+        handle = temporal.get_workflow_handle_for(ScheduledRunWorkflow.run, w.id, run_id=w.run_id)
+        out.append((w.start_time, await handle.result()))
+    return out if len(out) >= n else None
