@@ -58,6 +58,8 @@ class BridgeSettings(WorkerSettings):
     lease_seconds: int = 15
     lease_renew_seconds: float = 5.0
     identity: str = ""
+    # How often schedule statuses (nextRunTime) and their Temporal Schedules are checked between events.
+    schedule_resync_seconds: float = 60.0
 
 
 class Bridge:
@@ -125,6 +127,7 @@ class Bridge:
         for w, handler in watchers:
             w.start()
             tasks.append(asyncio.create_task(self._pump(w, handler)))
+        tasks.append(asyncio.create_task(self.schedules.resync(self.settings.schedule_resync_seconds)))
         lost = asyncio.create_task(self.elector.lost.wait())
         stopping = asyncio.create_task(stop.wait())
         try:

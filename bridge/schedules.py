@@ -90,6 +90,8 @@ class ScheduleSync:
         self.task_queue = task_queue
         # (uid, generation) already mirrored by this process; status writes do not bump generation.
         self._synced: set[tuple[str, int]] = set()
+        # The last seen version of every live schedule object, for the periodic resync.
+        self._objects: dict[str, dict[str, Any]] = {}
 
     async def on_schedule(self, typ: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -97,8 +99,10 @@ class ScheduleSync:
             return
         ref = ref_of(obj)
         if typ == "DELETED" or meta.get("deletionTimestamp"):
+            self._objects.pop(ref.uid, None)
             await self._delete(ref, obj if typ != "DELETED" else None)
             return
+        self._objects[ref.uid] = obj
         key = (ref.uid, int(meta.get("generation") or 1))
         if key in self._synced:
             return
@@ -135,6 +139,39 @@ class ScheduleSync:
             "phase": "Suspended" if plan.paused else "Active", "message": None,
             "nextRunTime": _ts(times[0]) if times and not plan.paused else None, "observedGeneration": key[1]})
         self._synced.add(key)
+
+    async def resync(self, interval: float) -> None:
+        """Keep status and Temporal in line between events: `nextRunTime` moves on after ticks that
+        created no run (skipped by Forbid), and a Temporal Schedule removed behind our back (or a
+        Temporal server that lost its state) is recreated from the object."""
+        while True:
+            await asyncio.sleep(interval)
+            for uid, obj in list(self._objects.items()):
+                try:
+                    await self._resync_one(uid, obj)
+                except (RPCError, ApiException) as e:
+                    log.warning("resync of schedule %s/%s failed: %s", obj["metadata"]["namespace"],
+                                obj["metadata"]["name"], e)
+
+    async def _resync_one(self, uid: str, obj: dict[str, Any]) -> None:
+        status = obj.get("status") or {}
+        if status.get("phase") not in ("Active", "Suspended"):
+            return
+        ref = ref_of(obj)
+        try:
+            desc = await self.temporal.get_schedule_handle(temporal_schedule_id(ref)).describe()
+        except RPCError as e:
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+            log.info("Temporal Schedule of %s/%s is missing; recreating it", ref.namespace, ref.name)
+            self._synced.discard((uid, int(obj["metadata"].get("generation") or 1)))
+            await self.on_schedule("MODIFIED", obj)
+            return
+        times = desc.info.next_action_times
+        paused = desc.schedule.state.paused
+        next_run = _ts(times[0]) if times and not paused else None
+        if next_run != status.get("nextRunTime"):
+            await self._write_status(ref, {"nextRunTime": next_run})
 
     async def _delete(self, ref: ScheduleRef, obj: dict[str, Any] | None) -> None:
         await self._delete_temporal(ref)

@@ -259,7 +259,9 @@ def _env(kubeconfig: Path, temporal: TemporalDevServer, task_queue: str) -> dict
     return {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address, "AGENTRUN_TEMPORAL__TASK_QUEUE": task_queue,
             "AGENTRUN_KUBE__KUBECONFIG": str(kubeconfig), "AGENTRUN_FALLBACK_POLL_SECONDS": "5",
             # A killed bridge's successor takes the Lease over within seconds, not the default 15s.
-            "AGENTRUN_LEASE_SECONDS": "3", "AGENTRUN_LEASE_RENEW_SECONDS": "1", "PYTHONUNBUFFERED": "1"}
+            "AGENTRUN_LEASE_SECONDS": "3", "AGENTRUN_LEASE_RENEW_SECONDS": "1", "PYTHONUNBUFFERED": "1",
+            # Schedules are checked against Temporal every 2s, not every minute.
+            "AGENTRUN_SCHEDULE_RESYNC_SECONDS": "2"}
 
 
 @pytest.fixture(scope="session")

@@ -361,3 +361,16 @@ async def _closed_ticks(temporal: Client, ns: str, name: str, n: int) -> list[tu
         handle = temporal.get_workflow_handle_for(ScheduledRunWorkflow.run, w.id, run_id=w.run_id)
         out.append((w.start_time, await handle.result()))
     return out if len(out) >= n else None
+
+
+async def test_a_temporal_schedule_deleted_behind_our_back_is_recreated(stack: Stack, namespace: str,
+                                                                        temporal_client: Client) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, PLURAL, schedule("phoenix", "0 * * * *", firstTick="afterInterval"))
+    wait_status(stack, namespace, "phoenix", "Active", lambda s: s.get("phase") == "Active")
+    handle = handle_of(temporal_client, stack, namespace, "phoenix")
+    await handle.delete()
+    await wait_for_async(lambda: schedule_exists(handle), timeout=30, what="the bridge to recreate the schedule")
+    nxt = (await handle.describe()).info.next_action_times
+    assert nxt and nxt[0].minute == 0 and nxt[0].second == 0
+    assert runs_of(stack, namespace, "phoenix") == []  # recreated, not triggered: it has a past
