@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import yaml
 from kubernetes import client, utils
@@ -17,7 +19,7 @@ from tests.waiting import wait_for
 from workflows.agent_run import AgentRunWorkflow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-PLURALS = {"Agent": "agents", "AgentRun": "agentruns"}
+PLURALS = {"Agent": "agents", "AgentRun": "agentruns", "SympoziumSchedule": "sympoziumschedules"}
 
 
 def apply(stack: Stack, ns: str, *names: str) -> None:
@@ -83,3 +85,28 @@ async def test_manual_approval_waits_for_a_person(stack: Stack, namespace: str) 
     assert view.gate_verdict == "approved"
     st = status(stack, namespace, "weekly-summary")
     assert st["gateVerdict"] == "approved" and st["result"].startswith("echo: Summarize this week")
+
+
+def test_schedules_example_runs_a_heartbeat_now_and_a_report_at_nine_paris_time(stack: Stack, namespace: str) -> None:
+    apply(stack, namespace, "schedules.yaml")
+
+    def schedule_status(name: str) -> dict[str, Any] | None:
+        obj: Any = stack.custom.get_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace,
+                                                             "sympoziumschedules", name)
+        st = obj.get("status") or {}
+        return st if st.get("phase") == "Active" and st.get("nextRunTime") else None
+
+    beat = wait_for(lambda: schedule_status("health-check"), timeout=30, what="health-check Active")
+    report = wait_for(lambda: schedule_status("cost-report"), timeout=30, what="cost-report Active")
+    assert beat["nextRunTime"][14:16] in ("00", "15", "30", "45")
+    paris = datetime.fromisoformat(report["nextRunTime"].replace("Z", "+00:00")).astimezone(ZoneInfo("Europe/Paris"))
+    assert (paris.hour, paris.minute, paris.weekday() < 5) == (9, 0, True)
+    # firstTick: immediate — the heartbeat ran once on creation, named by its tick.
+    def first_run() -> dict[str, Any] | None:
+        out: Any = stack.custom.list_namespaced_custom_object(
+            "sympozium.ai", "v1alpha1", namespace, "agentruns", label_selector="sympozium.ai/schedule=health-check")
+        return next(iter(out["items"]), None)
+
+    first = wait_for(first_run, timeout=30, what="the heartbeat's first run")
+    assert first["metadata"]["name"].startswith("health-check-20")
+    assert status(stack, namespace, first["metadata"]["name"])["phase"] == "Succeeded"
