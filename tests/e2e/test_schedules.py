@@ -7,8 +7,10 @@ Temporal Schedule, never wall-clock waits of minutes.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, cast
 from zoneinfo import ZoneInfo
 
@@ -17,6 +19,7 @@ from kubernetes.client.rest import ApiException
 from temporalio.client import Client, ScheduleBackfill, ScheduleHandle, ScheduleOverlapPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Replayer
 
 from models.schedule import ScheduleRef, TickResult, temporal_schedule_id
 from tests.e2e.conftest import TERMINAL, Record, Stack, agent
@@ -374,3 +377,31 @@ async def test_a_temporal_schedule_deleted_behind_our_back_is_recreated(stack: S
     nxt = (await handle.describe()).info.next_action_times
     assert nxt and nxt[0].minute == 0 and nxt[0].second == 0
     assert runs_of(stack, namespace, "phoenix") == []  # recreated, not triggered: it has a past
+
+
+async def test_history_of_a_tick_replays(stack: Stack, namespace: str, temporal_client: Client) -> None:
+    """Like tests/e2e/test_record_histories.py, for ScheduledRunWorkflow: with
+    AGENTRUN_RECORD_HISTORIES=1 the history is kept in tests/workflows/histories/ for CI replays."""
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, PLURAL, schedule("rec", "@every 1h", firstTick="afterInterval"))
+    wait_status(stack, namespace, "rec", "Active", lambda s: s.get("phase") == "Active")
+    await handle_of(temporal_client, stack, namespace, "rec").trigger()
+    ticks = await wait_for_async(lambda: _closed_ticks(temporal_client, namespace, "rec", 1), timeout=60,
+                                 what="the tick to finish")
+    assert ticks[0][1].phase == "Succeeded"
+    tick_ids = [w.id async for w in temporal_client.list_workflows('WorkflowType = "ScheduledRunWorkflow"')
+                if w.id.startswith(f"agentrun-tick/{namespace}/rec-")]
+    assert len(tick_ids) == 1
+    tick_id = tick_ids[0]
+    history = await temporal_client.get_workflow_handle(tick_id).fetch_history()
+    replayer = Replayer(workflows=[ScheduledRunWorkflow], data_converter=pydantic_data_converter)
+    assert (await replayer.replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
+    if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1":
+        _save_history("scheduled-tick", history.to_json())
+
+
+def _save_history(name: str, text: str) -> None:
+    """Existing recordings are kept: that older histories still replay is the point."""
+    path = Path(__file__).resolve().parents[1] / "workflows" / "histories" / f"{name}.json"
+    if not path.exists():
+        path.write_text(text)

@@ -1,4 +1,4 @@
-"""Recorded AgentRunWorkflow histories replay with the current code, so a change that breaks
+"""Recorded workflow histories (AgentRunWorkflow, ScheduledRunWorkflow) replay with the current code, so a change that breaks
 determinism (reordered or renamed steps, new activities without versioning) fails CI.
 
 The histories come from real runs (tests/e2e/test_record_histories.py). Refresh them only on
@@ -17,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from workflows.agent_run import AgentRunWorkflow
+from workflows.scheduled_run import ScheduledRunWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 TEXTS = {p.stem: p.read_text() for p in HISTORIES}
@@ -29,5 +30,6 @@ def test_there_are_recorded_histories() -> None:
 @pytest.mark.parametrize("name", sorted(TEXTS))
 async def test_recorded_history_replays(name: str) -> None:
     history = WorkflowHistory.from_json(name, TEXTS[name])
-    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    # The replayer picks the workflow by the type recorded in the history.
+    replayer = Replayer(workflows=[AgentRunWorkflow, ScheduledRunWorkflow], data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)
