@@ -37,6 +37,7 @@ from worker.settings import WorkerSettings
 from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
 
 from .leader import LeaderElector
+from .prune import keep_prune_schedule
 from .schedules import ScheduleSync
 from .watch import KindWatcher
 
@@ -128,6 +129,8 @@ class Bridge:
             w.start()
             tasks.append(asyncio.create_task(self._pump(w, handler)))
         tasks.append(asyncio.create_task(self.schedules.resync(self.settings.schedule_resync_seconds)))
+        # In the background: Temporal being unreachable delays the schedule, never the watches.
+        tasks.append(asyncio.create_task(keep_prune_schedule(self.temporal, self.settings)))
         lost = asyncio.create_task(self.elector.lost.wait())
         stopping = asyncio.create_task(stop.wait())
         try:

@@ -12,8 +12,10 @@ from temporalio.worker import Worker
 
 from activities.events import EventActivities
 from activities.kube import KubeActivities
+from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
 from workflows.agent_run import AgentRunWorkflow
+from workflows.prune import PruneHistoryWorkflow
 from workflows.scheduled_run import ScheduledRunWorkflow
 
 from .settings import WorkerSettings
@@ -33,9 +35,10 @@ def build_worker(client: Client, settings: WorkerSettings) -> Worker:
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
-        workflows=[AgentRunWorkflow, ScheduledRunWorkflow],
+        workflows=[AgentRunWorkflow, ScheduledRunWorkflow, PruneHistoryWorkflow],
         activities=[*acts.all(), *ScheduleActivities(acts.api).all(),
-                    EventActivities(settings.nats.url or None).publish_event],
+                    EventActivities(settings.nats.url or None).publish_event,
+                    PruneActivities(acts.api, limiter=acts.limiter).prune_run_history],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
     )

@@ -6,8 +6,10 @@ Nested groups use a double underscore: AGENTRUN_TEMPORAL__ADDRESS, AGENTRUN_KUBE
 from __future__ import annotations
 
 from kubernetes import client, config
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from models.prune import DEFAULT_RUN_HISTORY_LIMIT, PRUNE_SCHEDULE_ID
 
 DEFAULT_AGENT_IMAGE = "ghcr.io/sympozium-ai/sympozium/agent-runner:latest"
 
@@ -39,6 +41,17 @@ class NatsSettings(BaseModel):
     url: str = ""
 
 
+class PruneSettings(BaseModel):
+    """Run-history pruning (SPEC §6): a Temporal Schedule the leading bridge keeps up to date."""
+
+    enabled: bool = True
+    # Terminal runs kept per Agent unless the Agent sets spec.agents.default.runHistoryLimit.
+    keep: int = Field(DEFAULT_RUN_HISTORY_LIMIT, ge=0)
+    interval_seconds: int = Field(300, ge=1)
+    # Distinct per installation when several share one Temporal namespace.
+    schedule_id: str = PRUNE_SCHEDULE_ID
+
+
 class WorkerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENTRUN_", env_nested_delimiter="__", extra="ignore")
 
@@ -50,3 +63,4 @@ class WorkerSettings(BaseSettings):
     fallback_poll_seconds: int = 60
     max_concurrent_activities: int = 200
     max_cached_workflows: int = 1000
+    prune: PruneSettings = PruneSettings()

@@ -34,3 +34,10 @@ AGENT_DEADLINE_GRACE = timedelta(seconds=30)
 # CLEANUP_STEP), heartbeating while it waits.
 REMOVE_RUNS_STEP = timedelta(hours=1)
 REMOVE_RUNS_HEARTBEAT = timedelta(seconds=30)
+
+# Run-history pruning: one activity lists and deletes, heartbeating per page and per delete, so a
+# stuck attempt is noticed within the heartbeat timeout and retried; a pass gives up after the step
+# budget and the next scheduled pass starts afresh.
+PRUNE_HEARTBEAT = timedelta(minutes=2)
+PRUNE_CALL = timedelta(minutes=15)
+PRUNE_STEP = timedelta(hours=1)
