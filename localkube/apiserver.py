@@ -2,7 +2,8 @@
 
 Everything that makes a write more than "put a dict": names and generateName, uid,
 generation, resourceVersion preconditions, the status subresource split, defaulting and
-validation per kind, admission (namespace existence, the ServiceAccount admission plug-in),
+validation per kind, admission (namespace existence, the ServiceAccount admission plug-in, and
+validating webhooks through `webhooks.py`),
 custom-resource schemas, finalizers and graceful deletion, and garbage collection of
 dependents (Background, Foreground with blockOwnerDeletion, Orphan).
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from . import patch as patchmod
 from . import schema as schemamod
+from . import webhook_config
 from .errors import (
     StatusError,
     already_exists,
@@ -45,6 +47,7 @@ from .util import (
     rfc3339,
     set_condition,
 )
+from .webhooks import AdmissionRequest, Pending, WebhookIndex
 
 log = logging.getLogger("localkube.apiserver")
 
@@ -99,6 +102,11 @@ class Ctx:
     warnings: list[str] = field(default_factory=list)
     # Controllers may write fields (pod binding, status of immutable specs) clients may not.
     internal: bool = False
+    # Set by the HTTP layer, which awaits webhooks when a write raises `webhooks.Pending`. In-process
+    # controllers cannot await, so their writes are not sent to admission webhooks.
+    webhooks: bool = False
+    # The request's options as admission webhooks see them (fieldManager, fieldValidation, dryRun).
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 INTERNAL = Ctx(internal=True)
@@ -144,6 +152,20 @@ class DeleteOptions:
                 f'Unsupported value: "{opts.propagation}": supported values: "Foreground", "Background", "Orphan", "nil"',
             )])
         return opts
+
+    def review_options(self) -> dict[str, Any]:
+        """The DeleteOptions object an admission webhook is shown."""
+        out: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+        if self.grace_period is not None:
+            out["gracePeriodSeconds"] = self.grace_period
+        pre = {k: v for k, v in (("uid", self.precondition_uid), ("resourceVersion", self.precondition_rv)) if v}
+        if pre:
+            out["preconditions"] = pre
+        if self.propagation:
+            out["propagationPolicy"] = self.propagation
+        if self.dry_run:
+            out["dryRun"] = ["All"]
+        return out
 
 
 def _json_kind(value: Any) -> str:
@@ -225,6 +247,7 @@ class APIServer:
         self._gc_task: asyncio.Task[None] | None = None
         # Hook for the kubelet: called when a running pod is asked to terminate gracefully.
         self.on_pod_terminating: Callable[[Obj], None] | None = None
+        self.webhooks = WebhookIndex(store)
         store.add_listener(self._index)
         for _key, obj in store.iter_all():
             self._index_obj(obj)
@@ -319,15 +342,50 @@ class APIServer:
             # The real server answers 500 here; localkube answers 400 with the same message, so a
             # client doing this still fails in tests, without a 500 for bad input.
             raise StatusError(400, "resourceVersion should not be set on objects to be created")
+        _drop_empty_maps(m)
+        if ctx.webhooks and self.webhooks.configured:
+            # As in kube-apiserver, validating admission sees the create before storage refuses a duplicate.
+            self._hold(AdmissionRequest(
+                "CREATE", rt, "", ns, name,
+                self._present(rt, obj), None, self._user(ctx), ctx.dry_run, self._options("CreateOptions", ctx),
+            ), commit=lambda: self._commit_create(rt, ns, name, obj, ctx), stale=lambda: False)
+        return self._commit_create(rt, ns, name, obj, ctx)
+
+    def _commit_create(self, rt: ResourceType, ns: str, name: str, obj: Obj, ctx: Ctx) -> Obj:
         if self.store.get(rt.key, ns, name) is not None:
             raise already_exists(rt.qualified, name)
-        _drop_empty_maps(m)
         if ctx.dry_run:
-            m["resourceVersion"] = str(self.store.rv)
+            obj["metadata"]["resourceVersion"] = str(self.store.rv)
             return self._present(rt, obj)
         stored = self.store.put(rt.key, obj)
         self._after_write(rt, stored)
         return self._present(rt, stored)
+
+    # -- admission webhooks ------------------------------------------------------------------
+
+    def _hold(self, req: AdmissionRequest, *, commit: Callable[[], Any], stale: Callable[[], bool]) -> None:
+        """Raise `Pending` when webhooks must see `req` first; return when none matches it."""
+        hooks = self.webhooks.matching(req)
+        if hooks:
+            raise Pending(req, hooks, commit, stale)
+
+    @staticmethod
+    def _user(ctx: Ctx) -> UserInfo:
+        return ctx.user if ctx.user is not None else UserInfo("system:localkube")
+
+    @staticmethod
+    def _options(kind: str, ctx: Ctx) -> Obj:
+        return {"kind": kind, "apiVersion": "meta.k8s.io/v1", **ctx.options}
+
+    def _changed_since(self, rt: ResourceType, old: Obj) -> Callable[[], bool]:
+        m = old["metadata"]
+        return lambda: self.store.get(rt.key, m.get("namespace", ""), m["name"]) is not old
+
+    @staticmethod
+    def _admission_namespace(rt: ResourceType, obj: Obj) -> str:
+        """RequestInfo's namespace: a Namespace's own name for requests on /namespaces/<name>."""
+        m = obj["metadata"]
+        return str(m["name"]) if rt.kind == "Namespace" and not rt.is_custom else str(m.get("namespace", ""))
 
     def _decode(self, rt: ResourceType, body: Any) -> Obj:
         if not isinstance(body, dict):
@@ -353,6 +411,8 @@ class APIServer:
         if "metadata" in obj and not isinstance(obj["metadata"], dict):
             raise bad_request("metadata must be an object")
         self._check_field_types(rt, obj)
+        if rt.key == webhook_config.CONFIG_KEY:
+            webhook_config.check_types(obj)
         return obj
 
     @staticmethod
@@ -505,6 +565,16 @@ class APIServer:
         self._prepare_update(rt, new, old, ctx, subresource)
         self._validate(rt, new, old, ctx)
         _drop_empty_maps(new["metadata"])
+        if ctx.webhooks and self.webhooks.configured:
+            # Sent even when nothing changes, as the real server admits before storage compares.
+            self._hold(AdmissionRequest(
+                "UPDATE", rt, subresource, self._admission_namespace(rt, old), om["name"], self._present(rt, new),
+                self._present(rt, old), self._user(ctx), ctx.dry_run, self._options("UpdateOptions", ctx),
+            ), commit=lambda: self._commit_update(rt, old, new, ctx), stale=self._changed_since(rt, old))
+        return self._commit_update(rt, old, new, ctx)
+
+    def _commit_update(self, rt: ResourceType, old: Obj, new: Obj, ctx: Ctx) -> Obj:
+        m = new["metadata"]
         if _comparable(new) == _comparable(old):
             return self._present(rt, old)  # a no-op write changes nothing, not even resourceVersion
         if ctx.dry_run:
@@ -531,6 +601,16 @@ class APIServer:
             raise precondition_failed(rt.qualified, name, _storage_key(rt, old),
                                       f"ResourceVersion in precondition: {opts.precondition_rv}, "
                                       f"ResourceVersion in object meta: {om['resourceVersion']}")
+        if ctx.webhooks and self.webhooks.configured:
+            dry_run = ctx.dry_run or opts.dry_run
+            self._hold(AdmissionRequest(
+                "DELETE", rt, "", self._admission_namespace(rt, old), name, None, self._present(rt, old),
+                self._user(ctx), dry_run, opts.review_options(),
+            ), commit=lambda: self._commit_delete(rt, old, opts, ctx), stale=self._changed_since(rt, old))
+        return self._commit_delete(rt, old, opts, ctx)
+
+    def _commit_delete(self, rt: ResourceType, old: Obj, opts: DeleteOptions, ctx: Ctx) -> tuple[Obj, bool]:
+        om = old["metadata"]
         if ctx.dry_run or opts.dry_run:
             return self._present(rt, old), False
         obj = deep(old)
@@ -567,20 +647,6 @@ class APIServer:
         if rt.kind == "Pod" and grace:
             self._signal_pod(stored)
         return self._present(rt, stored), False
-
-    def delete_collection(
-        self, rt: ResourceType, ns: str | None, match: Callable[[Obj], bool], opts: DeleteOptions, ctx: Ctx
-    ) -> list[Obj]:
-        out = []
-        for obj in self.list_objects(rt, ns):
-            if match(obj):
-                try:
-                    gone, _ = self.delete(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], opts, ctx)
-                    out.append(gone)
-                except StatusError as e:
-                    if e.code != 404:
-                        raise
-        return out
 
     def _grace(self, rt: ResourceType, obj: Obj, opts: DeleteOptions) -> int | None:
         if rt.kind != "Pod":
@@ -659,8 +725,8 @@ class APIServer:
             self._crd_status(obj)
         elif kind == "*custom*":
             self._custom_defaults(rt, obj, ctx)
-        elif kind == "ServiceAccount":
-            pass
+        elif kind == webhook_config.CONFIG_KIND and rt.group == webhook_config.GROUP:
+            webhook_config.set_defaults(obj)
 
     def _prepare_update(self, rt: ResourceType, new: Obj, old: Obj, ctx: Ctx, subresource: str) -> None:
         if rt.kind == "Secret":
@@ -669,6 +735,8 @@ class APIServer:
             self._custom_defaults(rt, new, ctx)
         if rt.kind == "CustomResourceDefinition" and subresource != "status":
             self._crd_status(new)
+        if rt.key == webhook_config.CONFIG_KEY:
+            webhook_config.set_defaults(new)
         if rt.kind == "Namespace" and subresource != "status":
             new["spec"] = deep(old.get("spec", {}))
             if subresource == "finalize":
@@ -841,6 +909,8 @@ class APIServer:
             causes += self._validate_data(obj, kind)
         elif kind == "CustomResourceDefinition":
             causes += self._validate_crd(obj, old)
+        elif rt.key == webhook_config.CONFIG_KEY:
+            causes += webhook_config.validate_configuration(obj)
         elif kind in ("Role", "ClusterRole"):
             for i, r in enumerate(obj.get("rules") or []):
                 if not isinstance(r, dict) or not r.get("verbs"):

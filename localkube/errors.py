@@ -41,6 +41,8 @@ class StatusError(Exception):
         self.message = message
         self.reason = reason if reason is not None else REASONS.get(code, "Unknown")
         self.details = details
+        # Response headers to send with the Status (the Warning headers collected before the failure).
+        self.headers: list[tuple[bytes, bytes]] = []
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -84,6 +84,7 @@ MERGE_KEYS: dict[str, str] = {
     "hostAliases": "ip",
     "topologySpreadConstraints": "topologyKey",
     "resourceClaims": "name",
+    "webhooks": "name",
 }
 
 # Lists of scalars with patchStrategy=merge: merged as ordered sets.

@@ -116,6 +116,8 @@ def _builtin() -> list[ResourceType]:
                      namespaced=False, short_names=("crd", "crds"), subresources=("status",)),
         ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
                      namespaced=False, verbs=("create",), generation=False),
+        ResourceType("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                     "ValidatingWebhookConfiguration", namespaced=False, categories=("api-extensions",)),
     ]
     return core + others
 
@@ -123,6 +125,7 @@ def _builtin() -> list[ResourceType]:
 # Group versions the real server always lists, in its preferred order.
 GROUP_ORDER = [
     "",
+    "admissionregistration.k8s.io",
     "apiextensions.k8s.io",
     "authorization.k8s.io",
     "batch",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import secrets
@@ -18,14 +19,14 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qs
 
 import yaml
 
 from . import discovery, tables
 from .apiserver import APIServer, Ctx, DeleteOptions
-from .errors import StatusError, bad_request, not_found
+from .errors import StatusError, bad_request, conflict, not_found
 from .faults import FaultInjector
 from .rbac import Attributes, UserInfo, authorize, forbidden_message
 from .registry import ResourceType
@@ -37,6 +38,7 @@ from .selectors import (
     supported_fields,
 )
 from .store import ADDED, DELETED, Event, Expired, Obj, object_rv
+from .webhooks import MAX_ADMISSION_ATTEMPTS, Pending
 
 log = logging.getLogger("localkube.server")
 
@@ -46,6 +48,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 ADMIN = UserInfo("admin", ("system:masters", "system:authenticated"))
+T = TypeVar("T")
 
 
 # -- protobuf request bodies ---------------------------------------------------------------------
@@ -368,7 +371,7 @@ class App:
             req = Request(scope["method"], scope["path"], query, headers, body, raw_headers=raw_headers)
             await self._handle(req, send, receive)
         except StatusError as e:
-            await self._send_json(send, e.code, e.status())
+            await self._send_json(send, e.code, e.status(), e.headers)
         except Exception as e:  # a bug must still answer with a Status, never drop the connection
             log.exception("internal error on %s %s", scope.get("method"), scope.get("path"))
             await self._send_json(send, 500, StatusError(500, f"Internal error occurred: {e}").status())
@@ -621,7 +624,10 @@ class App:
                                   details={"name": route.name, "group": rt.group, "kind": rt.resource})
         await self.faults.apply(verb, rt, route.namespace, route.name, route.subresource)
         ctx = Ctx(user=user, dry_run=req.query.get("dryRun") == "All",
-                  field_validation=self._field_validation(req))
+                  field_validation=self._field_validation(req), webhooks=True,
+                  options={k: req.query[k] for k in ("fieldManager", "fieldValidation") if req.query.get(k)})
+        if ctx.dry_run:
+            ctx.options["dryRun"] = ["All"]
         if ctx.dry_run is False and req.query.get("dryRun") not in (None, "", "All"):
             raise self._invalid_options(req, "dryRun", f'Unsupported value: []string{{"{req.query["dryRun"]}"}}: '
                                                        'supported values: "All"')
@@ -644,20 +650,21 @@ class App:
             body = self._decode_body(req, kind="" if rt.is_custom else rt.kind)
             if route.subresource:
                 raise StatusError(405, "the server does not allow this method on the requested resource")
-            obj = self.api.create(rt, ns, body, ctx)
+            obj = await self._admitted(ctx, lambda: self.api.create(rt, ns, body, ctx))
             await self._send_obj(send, req, rt, 201, obj, self._warnings(ctx))
         elif verb == "update":
             body = self._decode_body(req, kind="" if rt.is_custom else rt.kind)
             sub = route.subresource if route.subresource in ("status", "finalize") else ""
-            obj = self.api.update(rt, ns, route.name, body, ctx, sub)
+            obj = await self._admitted(ctx, lambda: self.api.update(rt, ns, route.name, body, ctx, sub))
             await self._send_obj(send, req, rt, 200, obj, self._warnings(ctx))
         elif verb == "patch":
             ctype = req.headers.get("content-type", "")
             if ctype.startswith("application/apply-patch"):
-                obj, code = self._server_side_apply(req, rt, ns, route, ctx)
+                obj, code = await self._admitted(ctx, lambda: self._server_side_apply(req, rt, ns, route, ctx))
                 await self._send_obj(send, req, rt, code, obj, self._warnings(ctx))
                 return
-            obj = self.api.patch(rt, ns, route.name, ctype, req.body, ctx, route.subresource)
+            obj = await self._admitted(
+                ctx, lambda: self.api.patch(rt, ns, route.name, ctype, req.body, ctx, route.subresource))
             await self._send_obj(send, req, rt, 200, obj, self._warnings(ctx))
         elif verb == "delete":
             body = self._decode_body(req, allow_empty=True)
@@ -666,7 +673,7 @@ class App:
                 extra.append((b"warning", b'299 - "child pods are preserved by default when jobs are deleted; set '
                                           b'propagationPolicy=Background to remove them or set propagationPolicy=Orphan '
                                           b'to suppress this warning"'))
-            obj, removed = self.api.delete(rt, ns, route.name, opts, ctx)
+            obj, removed = await self._admitted(ctx, lambda: self.api.delete(rt, ns, route.name, opts, ctx))
             # kube-apiserver answers 202 only for a pending deletion the client asked to cascade
             # with orphanDependents=false (a compatibility rule); otherwise 200 with the object.
             cascade = isinstance(body, dict) and body.get("orphanDependents") is False
@@ -675,8 +682,47 @@ class App:
             body = self._decode_body(req, allow_empty=True)
             opts = DeleteOptions.parse(body, req.query)
             match = self._matcher(req, rt)
-            items = self.api.delete_collection(rt, ns or None, match, opts, ctx)
+            items = await self._delete_collection(rt, ns, match, opts, ctx)
             await self._send_json(send, 200, self._list_body(rt, items, None))
+
+    async def _admitted(self, ctx: Ctx, write: Callable[[], T]) -> T:
+        """Run a write; when admission webhooks must see it first, await them, then store it.
+
+        Webhooks are called while other requests proceed, so the object may change meanwhile: then the
+        write is computed again from the new state and sent again, as kube-apiserver retries a conflicting
+        update together with its admission. Errors carry the warnings collected so far.
+        """
+        try:
+            for _ in range(MAX_ADMISSION_ATTEMPTS):
+                try:
+                    return write()
+                except Pending as pending:
+                    await self.api.webhooks.dispatch(pending.request, pending.hooks, ctx.warnings)
+                    if not pending.stale():
+                        return cast(T, pending.commit())
+                    request = pending.request
+            raise conflict(request.rt.qualified, request.name)
+        except StatusError as e:
+            e.headers = self._warnings(ctx)
+            raise
+
+    async def _delete_collection(self, rt: ResourceType, ns: str, match: Callable[[Obj], bool],
+                                 opts: DeleteOptions, ctx: Ctx) -> list[Obj]:
+        """deletecollection deletes item by item, each one admitted on its own."""
+        out = []
+        for obj in self.api.list_objects(rt, ns or None):
+            if not match(obj):
+                continue
+            m = obj["metadata"]
+            try:
+                gone, _ = await self._admitted(
+                    ctx, functools.partial(self.api.delete, rt, m.get("namespace", ""), m["name"], opts, ctx))
+            except StatusError as e:
+                if e.code != 404:
+                    raise
+                continue
+            out.append(gone)
+        return out
 
     def _field_validation(self, req: Request) -> str:
         fv = req.query.get("fieldValidation", "Warn") or "Warn"
@@ -700,7 +746,7 @@ class App:
         """RFC 7234 warn-text is a quoted string: escape quotes and backslashes, and replace
         anything that may not appear in a header value (warnings can quote client input)."""
         out = []
-        for w in ctx.warnings:
+        for w in dict.fromkeys(ctx.warnings):  # each text once, as the real warning recorder dedupes
             text = w.replace("\\", "\\\\").replace('"', '\\"')
             text = "".join(ch if 0x20 <= ord(ch) < 0x7F else "?" for ch in text)
             out.append((b"warning", f'299 - "{text}"'.encode()))

@@ -374,6 +374,8 @@ BUILTIN: dict[str, tuple[list[Obj], Callable[[Obj], list[Any]]]] = {
     "ClusterRoleBinding": (_BINDING_COLS, _binding_row),
     "Lease": ([_name_col(), _col("Holder"), _age_col()],
               lambda o: [_name(o), _spec(o).get("holderIdentity") or "", age(o)]),
+    "ValidatingWebhookConfiguration": ([_name_col(), _col("Webhooks", "integer"), _age_col()],
+                                       lambda o: [_name(o), len(o.get("webhooks") or []), age(o)]),
     "StorageClass": ([_name_col(), _col("Provisioner"), _col("ReclaimPolicy"), _col("VolumeBindingMode"),
                       _col("AllowVolumeExpansion"), _age_col()], _storage_class_row),
 }

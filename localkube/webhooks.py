@@ -1,0 +1,401 @@
+"""Validating admission webhooks: what kube-apiserver's ValidatingAdmissionWebhook plug-in does.
+
+A `ValidatingWebhookConfiguration` (the kind itself is `webhook_config.py`) names HTTPS endpoints
+that must approve writes before they are stored. This module decides which webhooks a write must be
+sent to (`rules`, `namespaceSelector`, `objectSelector`, the exemption of the configurations
+themselves) and calls them (an `AdmissionReview` v1 over HTTPS verified with `caBundle`,
+`timeoutSeconds`, `failurePolicy`, warnings, and the real server's Status for a denial or a failed
+call).
+
+`APIServer` computes a write synchronously; when a webhook must see it, it raises `Pending`
+instead of storing, so that the HTTP layer can await the calls without blocking the event loop
+and then commit (or recompute, if the stored object changed while the webhooks were deciding).
+With no configuration stored, `WebhookIndex.configured` is False and nothing here runs at all.
+
+What cannot be honoured locally (documented in README.md): `clientConfig.service` (there is no
+Service networking, so such a webhook is unreachable and its failurePolicy decides),
+`matchPolicy: Equivalent` (requests match by their own group/version only), `matchConditions`
+(CEL; not evaluated, so the webhook is called), and writes made by localkube's own controllers
+(Job pods, garbage collection, kubelet status) are not sent to webhooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import ssl
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from .errors import StatusError, bad_request, not_found
+from .rbac import UserInfo
+from .registry import ResourceType
+from .selectors import LabelSelector, SelectorError, label_selector_from_dict
+from .store import Event, Obj, Store
+from .webhook_config import CONFIG_KEY, DEFAULT_TIMEOUT_SECONDS, GROUP, REVIEW_VERSIONS, SIDE_EFFECTS, go_kind
+
+log = logging.getLogger("localkube.webhooks")
+
+# Admission never intercepts the objects that configure admission (rules.IsExemptAdmissionConfigurationResource),
+# so a broken webhook can always be removed.
+EXEMPT_RESOURCES = frozenset({
+    "validatingwebhookconfigurations", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
+    "validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings",
+})
+# A request whose object keeps changing while its webhooks decide is recomputed this many times.
+MAX_ADMISSION_ATTEMPTS = 5
+
+
+# -- matching -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """One write as admission sees it (admission.Attributes)."""
+
+    operation: str  # CREATE | UPDATE | DELETE
+    rt: ResourceType
+    subresource: str
+    namespace: str
+    name: str
+    obj: Obj | None
+    old: Obj | None
+    user: UserInfo
+    dry_run: bool
+    options: Obj
+
+
+@dataclass
+class Webhook:
+    """One entry of a stored configuration, its selectors parsed once per configuration change."""
+
+    configuration: str
+    spec: Obj
+    namespace_selector: LabelSelector
+    object_selector: LabelSelector
+    _tls: ssl.SSLContext | str | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("name", ""))
+
+    @property
+    def ignore_failures(self) -> bool:
+        return self.spec.get("failurePolicy") == "Ignore"
+
+    @property
+    def timeout(self) -> int:
+        return int(self.spec.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
+
+    def tls(self) -> ssl.SSLContext | str:
+        """The client TLS context trusting `caBundle` (the host's roots without one), or why there is none."""
+        if self._tls is None:
+            bundle = (self.spec.get("clientConfig") or {}).get("caBundle") or ""
+            try:
+                pem = base64.b64decode(bundle).decode("utf-8", "replace") if bundle else None
+                self._tls = ssl.create_default_context(cadata=pem) if pem else ssl.create_default_context()
+            except (ssl.SSLError, ValueError):
+                self._tls = "unable to load root certificates: unable to parse bytes as PEM block"
+        return self._tls
+
+
+def _rule_matches(rule: Obj, req: AdmissionRequest) -> bool:
+    """rules.Matcher: scope, operation, group, version and resource[/subresource]."""
+    rt = req.rt
+    scope = rule.get("scope") or "*"
+    is_namespace = rt.group == "" and rt.resource == "namespaces"
+    if scope == "Namespaced" and (is_namespace or not req.namespace):
+        return False
+    if scope == "Cluster" and not (is_namespace or not req.namespace):
+        return False
+    ops = rule.get("operations") or []
+    if "*" not in ops and req.operation not in ops:
+        return False
+    groups = rule.get("apiGroups") or []
+    if "*" not in groups and rt.group not in groups:
+        return False
+    versions = rule.get("apiVersions") or []
+    if "*" not in versions and rt.version not in versions:
+        return False
+    for res_sub in rule.get("resources") or []:
+        res, _, sub = res_sub.partition("/")
+        if (res == "*" or res == rt.resource) and (sub == "*" or sub == req.subresource):
+            return True
+    return False
+
+
+class WebhookIndex:
+    """The stored configurations, parsed once and re-read only when one of them changes."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._hooks: list[Webhook] | None = None
+        self.configured = store.count(CONFIG_KEY) > 0
+        store.add_listener(self._on_commit)
+
+    def _on_commit(self, ev: Event) -> None:
+        if ev.key == CONFIG_KEY:
+            self._hooks = None
+            self.configured = self._store.count(CONFIG_KEY) > 0
+
+    def hooks(self) -> list[Webhook]:
+        if self._hooks is None:
+            hooks = []
+            # Configurations in name order, webhooks in their order, as the real configuration manager sorts them.
+            for cfg in self._store.select(CONFIG_KEY):
+                for spec in cfg.get("webhooks") or []:
+                    try:
+                        ns_sel = label_selector_from_dict(spec.get("namespaceSelector") or {})
+                        obj_sel = label_selector_from_dict(spec.get("objectSelector") or {})
+                    except SelectorError:
+                        continue  # validation refuses these; a persisted one from an older build is skipped
+                    hooks.append(Webhook(cfg["metadata"]["name"], spec, ns_sel, obj_sel))
+            self._hooks = hooks
+        return self._hooks
+
+    def matching(self, req: AdmissionRequest) -> list[Webhook]:
+        """The webhooks `req` must be sent to (generic.Webhook.ShouldCallHook)."""
+        if req.rt.group == GROUP and req.rt.resource in EXEMPT_RESOURCES:
+            return []
+        out = []
+        ns_labels: dict[str, str] | None = None
+        for hook in self.hooks():
+            if not any(isinstance(r, dict) and _rule_matches(r, req) for r in hook.spec.get("rules") or []):
+                continue
+            if not hook.namespace_selector.is_empty():
+                if ns_labels is None:
+                    ns_labels = self._namespace_labels(req)
+                if ns_labels is not None and not hook.namespace_selector.matches(ns_labels):
+                    continue
+            if not hook.object_selector.is_empty() and not any(
+                o is not None and hook.object_selector.matches(o.get("metadata", {}).get("labels") or {})
+                for o in (req.obj, req.old)
+            ):
+                continue
+            out.append(hook)
+        return out
+
+    def _namespace_labels(self, req: AdmissionRequest) -> dict[str, str] | None:
+        """None: the request is cluster-scoped and no namespace selector applies to it."""
+        is_namespace = req.rt.resource == "namespaces"
+        if not req.namespace and not is_namespace:
+            return None
+        if is_namespace and not req.subresource and req.operation in ("CREATE", "UPDATE") and req.obj is not None:
+            # The namespace being written is not stored yet: its labels are those of the request.
+            return dict(req.obj.get("metadata", {}).get("labels") or {})
+        ns = self._store.get(("", "namespaces"), "", req.namespace or req.name)
+        if ns is None:
+            raise not_found("namespaces", req.namespace or req.name)
+        return dict(ns["metadata"].get("labels") or {})
+
+    # -- calling ----------------------------------------------------------------------------
+
+    async def dispatch(self, req: AdmissionRequest, hooks: list[Webhook], warnings: list[str]) -> None:
+        """Call `hooks` concurrently; raise the first refusal (in configuration order), as a Status."""
+        results = await asyncio.gather(*(self._call(hook, req, warnings) for hook in hooks))
+        for err in results:
+            if err is not None:
+                raise err
+
+    async def _call(self, hook: Webhook, req: AdmissionRequest, warnings: list[str]) -> StatusError | None:
+        try:
+            allowed, status = await self._exchange(hook, req, warnings)
+        except _CallError as e:
+            message = f'failed calling webhook "{hook.name}": {e}'
+            if hook.ignore_failures:
+                log.warning("Failed calling webhook, failing open %s: %s", hook.name, message)
+                return None
+            log.warning("Failed calling webhook, failing closed %s: %s", hook.name, message)
+            return StatusError(500, f"Internal error occurred: {message}", reason="InternalError",
+                               details={"causes": [{"message": message}]})
+        except StatusError as e:
+            return e
+        if allowed:
+            return None
+        return _denial(hook.name, status)
+
+    async def _exchange(self, hook: Webhook, req: AdmissionRequest,
+                        warnings: list[str]) -> tuple[bool, Obj]:
+        """One AdmissionReview round trip: (allowed, status). Raises _CallError for failed calls."""
+        spec = hook.spec
+        if req.dry_run:
+            effects = spec.get("sideEffects")
+            if effects is None:
+                raise _CallError("Webhook SideEffects is nil")
+            if effects not in SIDE_EFFECTS:
+                raise bad_request(f'admission webhook "{hook.name}" does not support dry run')
+        version = next((v for v in REVIEW_VERSIONS if v in (spec.get("admissionReviewVersions") or [])), None)
+        if version is None:
+            raise _CallError("could not create admission objects: webhook does not accept known AdmissionReview "
+                             f"versions {list(REVIEW_VERSIONS)}")
+        uid = str(uuid.uuid4())
+        review = {"kind": "AdmissionReview", "apiVersion": f"admission.k8s.io/{version}",
+                  "request": review_request(req, uid)}
+        tls = hook.tls()
+        if isinstance(tls, str):
+            raise _CallError(f"could not get REST client: {tls}")
+        cc = spec.get("clientConfig") or {}
+        url = cc.get("url")
+        # The deadline travels to the webhook as `?timeout=`, as client-go's request.Timeout sends it.
+        if url is None:
+            svc = cc.get("service") or {}
+            host = f"{svc.get('name')}.{svc.get('namespace')}.svc"
+            target = f"https://{host}:{svc.get('port', 443)}{svc.get('path') or ''}?timeout={hook.timeout}s"
+            raise _CallError(f'failed to call webhook: Post "{target}": dial tcp: lookup {host}: no such host '
+                             "(localkube has no Service networking; use clientConfig.url)")
+        target = f"{url}?timeout={hook.timeout}s"
+        try:
+            async with asyncio.timeout(hook.timeout):
+                # A client per call: no pooled connection outlives a webhook server that restarted.
+                async with httpx.AsyncClient(verify=tls, trust_env=False, timeout=None) as client:
+                    resp = await client.post(target, content=json.dumps(review).encode(),
+                                             headers={"Content-Type": "application/json",
+                                                      "Accept": "application/json, */*"})
+        except TimeoutError as e:
+            raise _CallError(f'failed to call webhook: Post "{target}": context deadline exceeded') from e
+        except httpx.HTTPError as e:
+            raise _CallError(f'failed to call webhook: Post "{target}": {_transport_error(e, url)}') from e
+        if not 200 <= resp.status_code < 300:
+            raise _CallError(f"failed to call webhook: {_http_error(resp)}")
+        try:
+            body = resp.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise _CallError(f"failed to call webhook: couldn't get version/kind; json parse error: {e}") from e
+        return _verify_response(body, uid, version, warnings)
+
+
+class _CallError(Exception):
+    """The webhook could not be asked or did not answer properly: its failurePolicy decides."""
+
+
+def review_request(req: AdmissionRequest, uid: str) -> Obj:
+    """admission/v1 AdmissionRequest, with Go's omitempty for the optional strings."""
+    rt = req.rt
+    kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+    resource = {"group": rt.group, "version": rt.version, "resource": rt.resource}
+    out: Obj = {"uid": uid, "kind": kind, "resource": resource}
+    if req.subresource:
+        out["subResource"] = req.subresource
+    out["requestKind"] = dict(kind)
+    out["requestResource"] = dict(resource)
+    if req.subresource:
+        out["requestSubResource"] = req.subresource
+    if req.name:
+        out["name"] = req.name
+    if req.namespace:
+        out["namespace"] = req.namespace
+    out["operation"] = req.operation
+    out["userInfo"] = {"username": req.user.name, "groups": list(req.user.groups)}
+    out["object"] = req.obj
+    out["oldObject"] = req.old
+    out["dryRun"] = req.dry_run
+    out["options"] = req.options
+    return out
+
+
+def _verify_response(body: Any, uid: str, version: str, warnings: list[str]) -> tuple[bool, Obj]:
+    """webhookrequest.VerifyAdmissionResponse for a validating webhook."""
+
+    def invalid(detail: str) -> _CallError:
+        return _CallError(f"received invalid webhook response: {detail}")
+
+    if not isinstance(body, dict):
+        raise _CallError("failed to call webhook: couldn't get version/kind; json parse error: "
+                         f"expected an object, got {go_kind(body)}")
+    response = body.get("response")
+    if not isinstance(response, dict):
+        raise invalid("webhook response was absent")
+    if version == "v1":
+        # v1beta1 never checked the uid or the kind; v1 does.
+        got_uid = response.get("uid") or ""
+        if got_uid != uid:
+            raise invalid(f'expected response.uid="{uid}", got "{got_uid}"')
+        api_version, kind = str(body.get("apiVersion") or ""), str(body.get("kind") or "")
+        if (api_version, kind) != ("admission.k8s.io/v1", "AdmissionReview"):
+            group, _, ver = api_version.rpartition("/")
+            raise invalid(f"expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, "
+                          f"got {group}/{ver}, Kind={kind}")
+    if response.get("patch"):
+        raise invalid("validating webhook may not return a patch")
+    allowed = response.get("allowed")
+    if not isinstance(allowed, bool):
+        raise _CallError("failed to call webhook: json: cannot unmarshal "
+                         f"{go_kind(allowed) if allowed is not None else 'null'} into Go struct field "
+                         "AdmissionResponse.response.allowed of type bool")
+    for w in response.get("warnings") or []:
+        if isinstance(w, str) and w not in warnings:
+            warnings.append(w)
+    status = response.get("status")
+    return allowed, status if isinstance(status, dict) else {}
+
+
+def _denial(name: str, status: Obj) -> StatusError:
+    """webhookerrors.ToStatusErr: the webhook's own Status, its message prefixed with who denied."""
+    denied_by = f'admission webhook "{name}" denied the request'
+    message, reason = str(status.get("message") or ""), str(status.get("reason") or "")
+    if message:
+        text = f"{denied_by}: {message}"
+    elif reason:
+        text = f"{denied_by}: {reason}"
+    else:
+        text = f"{denied_by} without explanation"
+    try:
+        code = int(status.get("code") or 0)
+    except (TypeError, ValueError):
+        code = 0
+    # A rejection is never reported as a success: codes below 400 become 400 (kubernetes#77022).
+    code = max(code, 400)
+    details = status.get("details")
+    return StatusError(code, text, reason=reason, details=details if isinstance(details, dict) else None)
+
+
+def _transport_error(e: httpx.HTTPError, url: str) -> str:
+    """Go's net/http wording for the common failures, else Python's own."""
+    cause: BaseException | None = e
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return f"tls: failed to verify certificate: x509: {cause.verify_message or cause.reason}"
+        if isinstance(cause, ConnectionRefusedError):
+            parts = urlsplit(url)
+            return f"dial tcp {parts.hostname}:{parts.port or 443}: connect: connection refused"
+        cause = cause.__cause__ or cause.__context__
+    return str(e) or type(e).__name__
+
+
+def _http_error(resp: httpx.Response) -> str:
+    """client-go's error for a non-2xx answer that is not a Status object."""
+    try:
+        body = resp.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = None
+    if isinstance(body, dict) and body.get("kind") == "Status" and body.get("message"):
+        return str(body["message"])
+    text = resp.text.strip()[:200]
+    if resp.status_code == 500 and text:
+        return f'an error on the server ("{text}") has prevented the request from succeeding'
+    if resp.status_code == 400:
+        return "the server rejected our request for an unknown reason"
+    return f"the server responded with the status code {resp.status_code} but did not return more information"
+
+
+class Pending(Exception):
+    """Raised by APIServer instead of storing a write that webhooks must see first.
+
+    `commit` performs the write as computed; `stale` tells whether the stored object changed since
+    (then the whole request is computed again, as GuaranteedUpdate retries with admission).
+    """
+
+    def __init__(self, request: AdmissionRequest, hooks: list[Webhook], commit: Callable[[], Any],
+                 stale: Callable[[], bool]) -> None:
+        super().__init__(f"{request.operation} {request.rt.qualified} awaits admission webhooks")
+        self.request = request
+        self.hooks = hooks
+        self.commit = commit
+        self.stale = stale
