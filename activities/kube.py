@@ -18,11 +18,8 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from models.agent import AgentProfile, normalize_agent
 from models.agentrun import AgentRunStatus
-from models.base import FieldProblem
-from models.policy import PolicyRules, normalize_policy
-from models.resolve import resolve_run
+from models.evaluate import Reader, evaluate_run
 from models.steps import (
     Cleanup,
     DeleteJob,
@@ -135,22 +132,23 @@ class KubeActivities:
             raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} was replaced by a newer object",
                                    type=RUN_GONE, non_retryable=True)
         await self._ensure_finalizer(run)
-        agent_name = str((run.get("spec") or {}).get("agentRef") or (run.get("spec") or {}).get("instanceRef") or "")
-        out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=agent_name)
-        if not agent_name:
-            out.problem = "spec.agentRef: required: the name of an Agent in the same namespace"
-            return out
-        agent = await self._read_agent(ref.namespace, agent_name)
-        if agent is None:
-            out.problem = f'spec.agentRef: Agent "{agent_name}" not found in namespace "{ref.namespace}"'
-            return out
-        try:
-            profile = normalize_agent(agent)
-            policy = await self._read_policy(ref.namespace, profile)
-            out.resolved = resolve_run(run, profile, default_image=self.default_image, policy=policy)
-        except FieldProblem as p:
-            out.problem = str(p)
+        # The same evaluation as the admission webhook's, so both refuse exactly the same runs.
+        ev = await evaluate_run(run, read=self._reader(ref.namespace), default_image=self.default_image)
+        out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=ev.agent_name,
+                         resolved=ev.resolved, problem=str(ev.problem) if ev.problem else None)
         return out
+
+    def _reader(self, ns: str) -> Reader:
+        async def read(plural: str, name: str) -> dict[str, Any] | None:
+            try:
+                obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
+                                       plural, name, action=f"read {plural} {name}")
+                return cast(dict[str, Any], obj)
+            except ApiException as e:
+                if e.status == 404:
+                    return None
+                raise kube_error(e, action=f"read {plural} {ns}/{name}") from e
+        return read
 
     async def _ensure_finalizer(self, run: dict[str, Any]) -> None:
         m = run["metadata"]
@@ -163,29 +161,6 @@ class KubeActivities:
                              m["name"], patch, action="add finalizer")
         except ApiException as e:
             raise kube_error(e, action=f"add finalizer to AgentRun {m['name']}") from e
-
-    async def _read_agent(self, ns: str, name: str) -> dict[str, Any] | None:
-        for plural in ("agents", "sympoziuminstances"):
-            try:
-                obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
-                                       plural, name, action=f"read {plural} {name}")
-                return cast(dict[str, Any], obj)
-            except ApiException as e:
-                if e.status != 404:
-                    raise kube_error(e, action=f"read Agent {name}") from e
-        return None
-
-    async def _read_policy(self, ns: str, agent: AgentProfile) -> PolicyRules | None:
-        if not agent.policy_ref:
-            return None
-        try:
-            obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, "sympoziumpolicies",
-                                   agent.policy_ref, action=f"read SympoziumPolicy {agent.policy_ref}")
-        except ApiException as e:
-            if e.status == 404:
-                raise FieldProblem("agent policyRef", f'SympoziumPolicy "{agent.policy_ref}" not found') from None
-            raise kube_error(e, action=f"read SympoziumPolicy {agent.policy_ref}") from e
-        return normalize_policy(obj)
 
     @activity.defn
     async def write_status(self, req: StatusWrite) -> None:

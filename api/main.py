@@ -31,6 +31,7 @@ from models.agentrun import TERMINAL_PHASES
 from models.gate import GateView, Verdict
 from workflows.agent_run import AgentRunWorkflow
 
+from . import admission
 from .auth import TokenFile
 from .settings import ApiSettings
 
@@ -347,6 +348,7 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
 
     app.include_router(runs)
     app.include_router(probes)
+    app.include_router(admission.router)  # called by the kube-apiserver over TLS: no bearer token
     return app
 
 

@@ -16,3 +16,7 @@ class ApiSettings(WorkerSettings):
     token_file: str = ""
     # Serving without any token must be asked for explicitly.
     insecure: bool = False
+    # Serve HTTPS with this certificate and key (PEM files), as the kube-apiserver requires to call
+    # the admission webhook; both or neither.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""

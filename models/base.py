@@ -31,6 +31,14 @@ class FieldProblem(Exception):
         self.message = message
 
 
+class PolicyViolation(FieldProblem):
+    """A FieldProblem that a policy rule (or the always-denied env keys) raised.
+
+    The admission webhook refuses only these: other spec problems are admitted and fail the
+    run when it starts, so the user has a run object whose status names the field.
+    """
+
+
 def field_path(prefix: str, loc: tuple[int | str, ...]) -> str:
     out = prefix
     for part in loc:

@@ -3,6 +3,10 @@
 The current shape has `toolGating`, `sandboxPolicy`, `subagentPolicy`, `imagePolicy`,
 `lifecyclePolicy`, `featureGates`; the docs shape has `template`, `requireApproval`,
 `allowedTools`, `sandbox`. Enforcement reads only `PolicyRules`.
+
+A docs-shape `template` means the built-in policy of that name (`TEMPLATES`, shipped as
+`examples/policies/*.yaml`); fields the policy sets itself replace the template's field of the
+same name, and the docs-shape fields (`allowedTools`, `requireApproval`, `sandbox`) apply on top.
 """
 
 from __future__ import annotations
@@ -11,9 +15,48 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .base import K8sModel, parse
+from .base import FieldProblem, K8sModel, parse
 
 ALWAYS_DENIED_ENV = ("PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "HOME", "SHELL", "USER", "HOSTNAME")
+
+# The built-in templates, as current-shape specs. They follow Sympozium's presets
+# (config/policies/permissive.yaml and restrictive.yaml, and the default-policy sample, whose
+# docs say Default asks for approval before execute_command); fields Sympozium has and we do not
+# act on (networkPolicy, allowHostMounts, ...) are left out. examples/policies/ holds the same
+# specs as objects, and a test keeps the two equal.
+TEMPLATES: dict[str, dict[str, Any]] = {
+    "Permissive": {
+        "toolGating": {"defaultAction": "allow", "rules": []},
+        "sandboxPolicy": {"required": False, "maxCPU": "8", "maxMemory": "16Gi"},
+        "subagentPolicy": {"maxDepth": 5, "maxConcurrent": 10},
+        "featureGates": {"code-execution": True, "sub-agents": True, "browser-automation": True,
+                         "file-access": True},
+    },
+    "Default": {
+        "toolGating": {"defaultAction": "allow", "rules": [{"tool": "execute_command", "action": "ask"}]},
+        "sandboxPolicy": {"required": False, "maxCPU": "4", "maxMemory": "8Gi"},
+        "subagentPolicy": {"maxDepth": 3, "maxConcurrent": 5},
+        "featureGates": {"code-execution": True, "sub-agents": True, "browser-automation": False,
+                         "file-access": True},
+    },
+    "Restrictive": {
+        "toolGating": {"defaultAction": "deny", "rules": [
+            {"tool": "execute_command", "action": "deny"},
+            {"tool": "read_file", "action": "allow"},
+            {"tool": "list_directory", "action": "allow"},
+            {"tool": "write_file", "action": "deny"},
+            {"tool": "fetch_url", "action": "deny"},
+            {"tool": "send_channel_message", "action": "allow"},
+        ]},
+        "sandboxPolicy": {"required": True, "maxCPU": "2", "maxMemory": "4Gi",
+                          "agentSandboxPolicy": {"required": False, "allowedRuntimeClasses": ["gvisor", "kata"]}},
+        "subagentPolicy": {"maxDepth": 2, "maxConcurrent": 3},
+        "imagePolicy": {"allowedRegistries": ["ghcr.io/sympozium-ai/", "docker.io/library/"]},
+        "lifecyclePolicy": {"deniedResources": ["secrets", "clusterroles", "clusterrolebindings"]},
+        "featureGates": {"code-execution": True, "sub-agents": True, "browser-automation": False,
+                         "file-access": False},
+    },
+}
 
 
 class ToolRule(K8sModel):
@@ -73,6 +116,9 @@ class PolicySpec(K8sModel):
 
 class PolicyRules(K8sModel):
     name: str = ""
+    template: str = ""
+    # With "deny", a run may allow only `allowed_tools` and `approval_tools`.
+    default_tool_action: Literal["allow", "deny", "ask"] = "allow"
     denied_tools: list[str] = Field(default_factory=list)
     allowed_tools: list[str] = Field(default_factory=list)
     approval_tools: list[str] = Field(default_factory=list)
@@ -88,11 +134,22 @@ class PolicyRules(K8sModel):
 
 
 def normalize_policy(obj: dict[str, Any]) -> PolicyRules:
-    spec = parse(PolicySpec, obj.get("spec") or {}, "spec")
-    rules = PolicyRules(name=str((obj.get("metadata") or {}).get("name", "")))
+    raw = obj.get("spec") or {}
+    if not isinstance(raw, dict):
+        raise FieldProblem("spec", "must be an object")
+    template = raw.get("template")
+    if template is not None and template not in TEMPLATES:
+        raise FieldProblem("spec.template", f"must be one of {', '.join(TEMPLATES)}, got {template!r}")
+    if template is not None:
+        # The template is the base; a field the policy sets itself replaces the template's whole field.
+        raw = {**TEMPLATES[template], **{k: v for k, v in raw.items() if v is not None}}
+    spec = parse(PolicySpec, raw, "spec")
+    rules = PolicyRules(name=str((obj.get("metadata") or {}).get("name", "")), template=spec.template or "")
     if spec.tool_gating:
+        rules.default_tool_action = spec.tool_gating.default_action
         rules.denied_tools = [r.tool for r in spec.tool_gating.rules if r.action == "deny"]
         rules.approval_tools = [r.tool for r in spec.tool_gating.rules if r.action == "ask"]
+        rules.allowed_tools = [r.tool for r in spec.tool_gating.rules if r.action == "allow"]
     if spec.sandbox_policy:
         rules.sandbox_required = spec.sandbox_policy.required
         asp = spec.sandbox_policy.agent_sandbox_policy
@@ -108,13 +165,14 @@ def normalize_policy(obj: dict[str, Any]) -> PolicyRules:
         rules.denied_resources = list(spec.lifecycle_policy.denied_resources)
     rules.feature_gates = dict(spec.feature_gates)
     rules.denied_env = sorted(set(ALWAYS_DENIED_ENV) | set(spec.denied_env))
-    # docs shape
+    # docs shape, on top of the template and the current-shape fields
     if spec.allowed_tools:
+        # An allow-list replacing the allow rules: the run may allow these and the approval tools,
+        # nothing else; tools a rule denies stay denied.
         rules.allowed_tools = list(spec.allowed_tools)
+        rules.default_tool_action = "deny"
     if spec.require_approval:
         rules.approval_tools = sorted(set(rules.approval_tools) | set(spec.require_approval))
     if spec.sandbox and spec.sandbox.enabled:
-        rules.sandbox_required = True
-    if spec.template == "Restrictive":
         rules.sandbox_required = True
     return rules

@@ -25,7 +25,7 @@ from .agentrun import (
     SkillRef,
     ToolPolicy,
 )
-from .base import FieldProblem, K8sModel, parse
+from .base import FieldProblem, K8sModel, PolicyViolation, parse
 from .duration import parse_duration
 from .policy import ALWAYS_DENIED_ENV, PolicyRules
 
@@ -157,12 +157,15 @@ def resolve_run(
     pre = _hooks(lifecycle.pre_run if lifecycle else [], "spec.lifecycle.preRun", allow_gate=False)
     post = _hooks(lifecycle.post_run if lifecycle else [], "spec.lifecycle.postRun", allow_gate=True)
     env = dict(spec.env or agent.env)  # the run's field, else the Agent's (SPEC §1.2)
-    denied = set(policy.denied_env) if policy else set(ALWAYS_DENIED_ENV)
     for key in sorted(env):
         if not ENV_KEY.match(key):
             raise FieldProblem(f"spec.env.{key}", "must be a C identifier (letters, digits, '_'; not starting with a digit)")
-        if key in denied:
-            raise FieldProblem(f"spec.env.{key}", f"setting {key} is not allowed")
+        if key in ALWAYS_DENIED_ENV:
+            raise PolicyViolation(f"spec.env.{key}", f"setting {key} is not allowed (always denied: "
+                                  f"{', '.join(ALWAYS_DENIED_ENV)})")
+        if policy is not None and key in policy.denied_env:
+            raise PolicyViolation(f"spec.env.{key}",
+                                  f"setting {key} is not allowed by {_where(policy)}, rule deniedEnv")
     model = agent.model.model_copy(deep=True)
     if spec.model is not None:
         for name in ("provider", "model", "base_url", "thinking", "auth_secret_ref"):
@@ -207,34 +210,61 @@ def resolve_run(
     return resolved
 
 
+def _where(policy: PolicyRules) -> str:
+    return f'policy "{policy.name}"' + (f" (template {policy.template})" if policy.template else "")
+
+
 def check_policy(run: ResolvedRun, policy: PolicyRules) -> None:
-    """The SympoziumPolicy rules that refuse a run outright (SPEC §1.5)."""
-    where = f'policy "{policy.name}"'
+    """The SympoziumPolicy rules that refuse a run outright (SPEC §1.5); each message names the rule."""
+    where = _where(policy)
     for i, tool in enumerate(run.tool_policy.allow):
+        field = f"spec.toolPolicy.allow[{i}]"
         if tool in policy.denied_tools:
-            raise FieldProblem(f"spec.toolPolicy.allow[{i}]", f'tool "{tool}" is denied by {where}')
+            raise PolicyViolation(field, f'tool "{tool}" is denied by {where}, rule toolGating ({tool}: deny)')
+        if policy.default_tool_action == "deny" and tool not in policy.allowed_tools \
+                and tool not in policy.approval_tools:
+            allowed = ", ".join(sorted({*policy.allowed_tools, *policy.approval_tools})) or "none"
+            raise PolicyViolation(field, f'tool "{tool}" is not allowed by {where}, rule toolGating defaultAction: '
+                                  f"deny (allowed: {allowed})")
     if policy.sandbox_required and not (run.sandbox and run.sandbox.enabled):
-        raise FieldProblem("spec.sandbox.enabled", f"a sandbox is required by {where}")
+        raise PolicyViolation("spec.sandbox.enabled", f"a sandbox is required by {where}, rule sandboxPolicy.required")
     if policy.agent_sandbox_required and not (run.agent_sandbox and run.agent_sandbox.enabled):
-        raise FieldProblem("spec.agentSandbox.enabled", f"an agent sandbox is required by {where}")
+        raise PolicyViolation("spec.agentSandbox.enabled",
+                              f"an agent sandbox is required by {where}, rule sandboxPolicy.agentSandboxPolicy.required")
     if run.agent_sandbox and run.agent_sandbox.enabled and policy.allowed_runtime_classes \
             and run.agent_sandbox.runtime_class not in policy.allowed_runtime_classes:
-        raise FieldProblem("spec.agentSandbox.runtimeClass",
-                           f'runtime class "{run.agent_sandbox.runtime_class}" is not allowed by {where}')
+        raise PolicyViolation("spec.agentSandbox.runtimeClass",
+                              f'runtime class "{run.agent_sandbox.runtime_class}" is not allowed by {where}, rule '
+                              f"sandboxPolicy.agentSandboxPolicy.allowedRuntimeClasses "
+                              f"({', '.join(policy.allowed_runtime_classes)})")
     if policy.max_depth is not None and run.parent and run.parent.spawn_depth > policy.max_depth:
-        raise FieldProblem("spec.parent.spawnDepth",
-                           f"sub-agent depth {run.parent.spawn_depth} exceeds max {policy.max_depth} of {where}")
+        raise PolicyViolation("spec.parent.spawnDepth",
+                              f"sub-agent depth {run.parent.spawn_depth} exceeds the maximum {policy.max_depth} of "
+                              f"{where}, rule subagentPolicy.maxDepth")
     if policy.allowed_registries:
+        registries = f"rule imagePolicy.allowedRegistries ({', '.join(policy.allowed_registries)})"
         for kind, hooks in (("preRun", run.pre_run), ("postRun", run.post_run)):
             for i, h in enumerate(hooks):
                 if not any(h.image.startswith(p) for p in policy.allowed_registries):
-                    raise FieldProblem(f"spec.lifecycle.{kind}[{i}].image",
-                                       f'image "{h.image}" is not from a registry allowed by {where}')
+                    raise PolicyViolation(f"spec.lifecycle.{kind}[{i}].image",
+                                          f'image "{h.image}" is not from a registry allowed by {where}, {registries}')
         if run.sandbox and run.sandbox.enabled and run.sandbox.image and not any(
                 run.sandbox.image.startswith(p) for p in policy.allowed_registries):
-            raise FieldProblem("spec.sandbox.image", f'image "{run.sandbox.image}" is not allowed by {where}')
+            raise PolicyViolation("spec.sandbox.image",
+                                  f'image "{run.sandbox.image}" is not from a registry allowed by {where}, {registries}')
     for i, rule in enumerate(run.rbac):
         for r in rule.resources:
             if r in policy.denied_resources or r.split("/")[0] in policy.denied_resources:
-                raise FieldProblem(f"spec.lifecycle.rbac[{i}].resources",
-                                   f'lifecycle RBAC requests access to denied resource "{r}" ({where})')
+                raise PolicyViolation(f"spec.lifecycle.rbac[{i}].resources",
+                                      f'lifecycle RBAC access to "{r}" is denied by {where}, rule '
+                                      "lifecyclePolicy.deniedResources")
+
+
+def approval_tools(run: ResolvedRun, policy: PolicyRules) -> list[str]:
+    """The tools the run allows that the policy lets through only with approval (toolGating `ask`)."""
+    out = []
+    for tool in run.tool_policy.allow:
+        if tool in policy.approval_tools or (policy.default_tool_action == "ask" and tool not in policy.allowed_tools
+                                             and tool not in policy.denied_tools):
+            out.append(tool)
+    return out

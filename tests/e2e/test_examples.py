@@ -14,6 +14,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from models.gate import Verdict
+from models.policy import normalize_policy
 from tests.e2e.conftest import Stack
 from tests.waiting import wait_for
 from workflows.agent_run import AgentRunWorkflow
@@ -110,3 +111,34 @@ def test_schedules_example_runs_a_heartbeat_now_and_a_report_at_nine_paris_time(
     first = wait_for(first_run, timeout=30, what="the heartbeat's first run")
     assert first["metadata"]["name"].startswith("health-check-20")
     assert status(stack, namespace, first["metadata"]["name"])["phase"] == "Succeeded"
+
+
+def test_policy_examples_are_stored_whole_and_mean_their_templates(stack: Stack, namespace: str) -> None:
+    """examples/policies/ are the built-in templates: `template: Restrictive` means restrictive.yaml."""
+    files = sorted((EXAMPLES / "policies").glob("*.yaml"))
+    assert [f.name for f in files] == ["default.yaml", "permissive.yaml", "restrictive.yaml"]
+    for path in files:
+        doc = yaml.safe_load(path.read_text())
+        stored = stack.create(namespace, "sympoziumpolicies", doc)
+        assert stored["spec"] == doc["spec"], f"{path.name}: the CRD schema dropped or changed a field"
+        template = normalize_policy({"metadata": doc["metadata"], "spec": {"template": path.stem.capitalize()}})
+        assert normalize_policy(stored) == template.model_copy(update={"template": ""}), path.name
+
+
+def test_the_restrictive_example_refuses_a_run_without_a_sandbox_and_admits_one_with(stack: Stack,
+                                                                                     namespace: str) -> None:
+    doc = yaml.safe_load((EXAMPLES / "policies" / "restrictive.yaml").read_text())
+    stack.create(namespace, "sympoziumpolicies", doc)
+    guarded = yaml.safe_load((EXAMPLES / "agent.yaml").read_text())
+    guarded["spec"]["policyRef"] = "restrictive"
+    stack.create(namespace, "agents", guarded)
+    agent_name = guarded["metadata"]["name"]
+    run: dict[str, Any] = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun",
+                           "spec": {"agentRef": agent_name, "task": "List the files.", "toolPolicy": {"allow": ["list_directory"]}}}
+    stack.create(namespace, "agentruns", {**run, "metadata": {"name": "unsandboxed"}})
+    stack.create(namespace, "agentruns", {**run, "metadata": {"name": "sandboxed"},
+                                          "spec": {**run["spec"], "sandbox": {"enabled": True}}})
+    refused = status(stack, namespace, "unsandboxed")
+    assert refused["phase"] == "Failed" and refused["error"].startswith("spec.sandbox.enabled:")
+    assert 'policy "restrictive"' in refused["error"] and "sandboxPolicy.required" in refused["error"]
+    assert status(stack, namespace, "sandboxed")["phase"] == "Succeeded"

@@ -1,0 +1,74 @@
+"""A run evaluated against its Agent and SympoziumPolicy: the one code path behind both checks.
+
+The workflow's first activity (`KubeActivities.resolve_run`) and the admission webhook
+(`api/admission.py`) both call `evaluate_run`, so a run the webhook admits is exactly a run the
+workflow accepts, and a cluster without the webhook refuses the same runs at workflow start.
+Reading objects is injected (`Reader`): the activity reads through its rate-limited client and
+maps errors for Temporal's retries; the webhook reads with a short timeout and fails closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .agent import normalize_agent
+from .base import FieldProblem
+from .policy import PolicyRules, normalize_policy
+from .resolve import ResolvedRun, resolve_run
+
+# (plural, name) → the object in the run's namespace, or None if it does not exist; other
+# errors propagate.
+Reader = Callable[[str, str], Awaitable[dict[str, Any] | None]]
+
+AGENT_PLURALS = ("agents", "sympoziuminstances")
+
+
+@dataclass
+class Evaluation:
+    agent_name: str
+    resolved: ResolvedRun | None = None
+    # Why the run cannot start; a PolicyViolation when a policy rule refused it.
+    problem: FieldProblem | None = None
+    policy: PolicyRules | None = None
+
+
+def agent_name_of(run: dict[str, Any]) -> str:
+    spec = run.get("spec")
+    if not isinstance(spec, dict):
+        return ""
+    return str(spec.get("agentRef") or spec.get("instanceRef") or "")
+
+
+async def read_agent(read: Reader, name: str) -> dict[str, Any] | None:
+    """The Agent of that name, or the legacy SympoziumInstance, or None."""
+    for plural in AGENT_PLURALS:
+        obj = await read(plural, name)
+        if obj is not None:
+            return obj
+    return None
+
+
+async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str) -> Evaluation:
+    """Resolve `run` against its Agent and that Agent's policy; problems are returned, not raised."""
+    ns = str((run.get("metadata") or {}).get("namespace", ""))
+    out = Evaluation(agent_name=agent_name_of(run))
+    if not out.agent_name:
+        out.problem = FieldProblem("spec.agentRef", "required: the name of an Agent in the same namespace")
+        return out
+    agent = await read_agent(read, out.agent_name)
+    if agent is None:
+        out.problem = FieldProblem("spec.agentRef", f'Agent "{out.agent_name}" not found in namespace "{ns}"')
+        return out
+    try:
+        profile = normalize_agent(agent)
+        if profile.policy_ref:
+            policy = await read("sympoziumpolicies", profile.policy_ref)
+            if policy is None:
+                raise FieldProblem("agent policyRef", f'SympoziumPolicy "{profile.policy_ref}" not found')
+            out.policy = normalize_policy(policy)
+        out.resolved = resolve_run(run, profile, default_image=default_image, policy=out.policy)
+    except FieldProblem as p:
+        out.problem = p
+    return out

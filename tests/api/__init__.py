@@ -1,0 +1,1 @@
+"""The HTTP API in-process (FastAPI TestClient) against the real localkube."""
