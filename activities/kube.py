@@ -19,7 +19,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from models.agentrun import AgentRunStatus
+from models.base import FieldProblem
 from models.evaluate import Reader, evaluate_run
+from models.slots import slot_limit
 from models.steps import (
     Cleanup,
     DeleteJob,
@@ -136,6 +138,12 @@ class KubeActivities:
         ev = await evaluate_run(run, read=self._reader(ref.namespace), default_image=self.default_image)
         out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=ev.agent_name,
                          resolved=ev.resolved, problem=str(ev.problem) if ev.problem else None)
+        if out.resolved is not None:
+            # maxConcurrent: the run will wait for a slot of its Agent, in creation order.
+            try:
+                out.slots = slot_limit(ev.policy, created_at=str(run["metadata"].get("creationTimestamp") or ""))
+            except FieldProblem as p:
+                out.resolved, out.problem = None, str(p)
         return out
 
     def _reader(self, ns: str) -> Reader:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from .agentrun import AgentRunStatus, Condition
 from .resolve import ResolvedRun, RunRef
+from .slots import SlotLimit
 
 Component = Literal["prerun", "agent-run", "post-run"]
 
@@ -29,6 +30,8 @@ class Resolution(BaseModel):
     problem: str | None = None
     fallback_poll_seconds: int = 60
     agent_name: str = ""
+    # Set when the Agent's policy caps concurrent runs (maxConcurrent): the run waits for a slot.
+    slots: SlotLimit | None = None
 
 
 class StatusWrite(BaseModel):

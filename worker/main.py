@@ -14,7 +14,9 @@ from activities.events import EventActivities
 from activities.kube import KubeActivities
 from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
+from activities.slots import SlotActivities
 from workflows.agent_run import AgentRunWorkflow
+from workflows.agent_slots import AgentSlotsWorkflow
 from workflows.prune import PruneHistoryWorkflow
 from workflows.scheduled_run import ScheduledRunWorkflow
 
@@ -35,10 +37,10 @@ def build_worker(client: Client, settings: WorkerSettings) -> Worker:
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
-        workflows=[AgentRunWorkflow, ScheduledRunWorkflow, PruneHistoryWorkflow],
+        workflows=[AgentRunWorkflow, ScheduledRunWorkflow, PruneHistoryWorkflow, AgentSlotsWorkflow],
         activities=[*acts.all(), *ScheduleActivities(acts.api).all(),
                     EventActivities(settings.nats.url or None).publish_event,
-                    PruneActivities(acts.api, limiter=acts.limiter).prune_run_history],
+                    PruneActivities(acts.api, limiter=acts.limiter).prune_run_history, *SlotActivities().all()],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
     )

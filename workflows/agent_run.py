@@ -10,21 +10,33 @@ only decides.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from activities.events import EventActivities, RunEvent
     from activities.kube import RUN_GONE, KubeActivities
     from activities.results import AgentOutcome
+    from activities.slots import SlotActivities
     from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
     from models.gate import GateView, Verdict, resolve
     from models.resolve import ResolvedHook, ResolvedRun, RunRef
+    from models.slots import (
+        RELEASE_SIGNAL,
+        SLOT_SIGNAL,
+        SlotLimit,
+        SlotNotice,
+        SlotRelease,
+        SlotRequest,
+        slots_workflow_id,
+    )
     from models.steps import (
         Cleanup,
         DeleteJob,
@@ -135,6 +147,9 @@ class AgentRunWorkflow:
         self._event_seq = 0
         self._events: list[Any] = []
         self._task = ""
+        # maxConcurrent: the Agent's slots workflow once this run asked it for a slot (until given back).
+        self._slots_wid: str | None = None
+        self._slot: SlotNotice | None = None
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -146,6 +161,11 @@ class AgentRunWorkflow:
     @workflow.query
     def status(self) -> RunState:
         return self._state
+
+    @workflow.signal(name=SLOT_SIGNAL)
+    def slot(self, notice: SlotNotice) -> None:
+        """From the Agent's slots workflow: this run's new place in the queue, or its slot."""
+        self._take_notice(notice)
 
     @workflow.query
     def gate(self) -> GateView:
@@ -215,6 +235,9 @@ class AgentRunWorkflow:
                 resolved = res.resolved
                 assert resolved is not None
                 self._has_gate = resolved.gate_hook is not None
+                # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
+                if res.slots is not None:
+                    await self._wait_for_slot(resolved, res.slots)
                 outcome = await self._execute(resolved)
             except _Finished as f:
                 outcome = f.result
@@ -445,6 +468,77 @@ class AgentRunWorkflow:
                 return state.model_copy(update={"finished": True, "succeeded": False, "reason": "WorkflowDeadline"})
             self._finished.pop(job.uid, None)
 
+    # -- maxConcurrent: a slot of the Agent ---------------------------------------------------------
+
+    def _take_notice(self, notice: SlotNotice, *, reask: bool = False) -> None:
+        """Keep the newest notice; a granted slot is never taken back.
+
+        The reply to asking again is taken even if its `seq` is lower: a slots workflow that was
+        terminated and started afresh counts from 1 again."""
+        old = self._slot
+        if old is None or (not old.granted and (reask or notice.seq > old.seq)):
+            self._slot = notice
+
+    def _slot_news(self, notice: SlotNotice) -> Callable[[], bool]:
+        return lambda: self._slot is not notice
+
+    async def _wait_for_slot(self, run: ResolvedRun, limit: SlotLimit) -> None:
+        """Wait, durably and in creation order, for one of the Agent's maxConcurrent slots; the status says so."""
+        assert self._ref is not None
+        req = SlotRequest(namespace=run.ref.namespace, agent=run.agent, workflow_id=workflow.info().workflow_id,
+                          run_name=run.ref.name, created_at=limit.created_at, limit=limit.limit,
+                          policy=limit.policy, check_seconds=self._fallback)
+        # Set before asking: a run cancelled while asking still gives back whatever it was given.
+        self._slots_wid = slots_workflow_id(run.ref.namespace, run.agent)
+        self._state.step = "waiting for a slot"
+        self._take_notice(await self._ask_for_slot(req))
+        told = 0
+        while True:
+            notice = self._slot
+            assert notice is not None
+            if notice.granted:
+                break
+            if notice.position != told:
+                told = notice.position
+                message = (f'waiting for a slot: Agent "{run.agent}" runs at most {notice.limit} at a time '
+                           f'(maxConcurrent of SympoziumPolicy "{limit.policy}"); position {told} in the queue')
+                self._state.step = f"waiting for a slot (position {told})"
+                workflow.set_current_details(message)
+                await self._conditions(self._cond("Queued", "True", "MaxConcurrent", message),
+                                       summary=f"write status: queued at position {told}")
+            try:
+                await workflow.wait_condition(self._slot_news(notice), timeout=policies.SLOT_REASK)
+            except TimeoutError:
+                # No news for long: ask again (harmless), in case the slots workflow was terminated.
+                self._take_notice(await self._ask_for_slot(req), reask=True)
+        self._state.step = "slot granted"
+        if told:
+            workflow.set_current_details("")
+            message = f'slot granted: Agent "{run.agent}" runs at most {notice.limit} at a time'
+            await self._conditions(self._cond("Queued", "False", "SlotGranted", message),
+                                   summary="write status: slot granted")
+
+    async def _ask_for_slot(self, req: SlotRequest) -> SlotNotice:
+        notice: SlotNotice = await workflow.execute_activity_method(
+            SlotActivities.acquire_slot, req, summary=f"ask for a slot of Agent {req.agent} (maxConcurrent {req.limit})",
+            start_to_close_timeout=policies.SLOT_CALL, schedule_to_close_timeout=policies.SLOT_STEP,
+            retry_policy=policies.SLOT_RETRY,
+            # Deleted while asking: the answer lands before the slot is given back, so nothing is left behind.
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+        return notice
+
+    async def _give_back_slot(self) -> None:
+        """Give the slot back, or leave the queue, exactly once; the Agent's next waiting run may start."""
+        if self._slots_wid is None:
+            return
+        slots, self._slots_wid = self._slots_wid, None
+        try:
+            await workflow.get_external_workflow_handle(slots).signal(
+                RELEASE_SIGNAL, SlotRelease(workflow_id=workflow.info().workflow_id))
+        except FailureError as e:
+            # Not running: nothing is held there (its check frees holders that are gone anyway).
+            workflow.logger.info("slots workflow %s is not running (%s); nothing to give back", slots, e)
+
     # -- status ----------------------------------------------------------------------------------
 
     @staticmethod
@@ -457,6 +551,12 @@ class AgentRunWorkflow:
         status = AgentRunStatus.model_validate({k: v for k, v in fields.items()})
         write = StatusWrite(ref=self._ref, status=status, conditions=conditions or [])
         await self._act(KubeActivities.write_status, write, "write status: " + ", ".join(sorted(fields)))
+
+    async def _conditions(self, *conditions: Condition, summary: str) -> None:
+        """Upsert conditions only, leaving every other status field alone."""
+        assert self._ref is not None
+        write = StatusWrite(ref=self._ref, status=AgentRunStatus(), conditions=list(conditions))
+        await self._act(KubeActivities.write_status, write, summary)
 
     async def _phase(self, phase: str, **fields: Any) -> None:
         self._state.phase = phase
@@ -514,6 +614,8 @@ class AgentRunWorkflow:
         if run is not None:  # an unresolved run created nothing but the finalizer
             req = Cleanup(run=run, ref=start.ref, keep_jobs=run.cleanup == "keep", kill_jobs=kill)
             await self._act(KubeActivities.cleanup, req, "clean up Jobs, workspace and RBAC", long=True)
+        # Only now is nothing of the run executing (a killed run's pods are gone), so the slot is free.
+        await self._give_back_slot()
         await self._act(KubeActivities.release_run, start, "release the run object", long=True)
 
     # -- activity plumbing -----------------------------------------------------------------------

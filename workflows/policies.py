@@ -41,3 +41,18 @@ REMOVE_RUNS_HEARTBEAT = timedelta(seconds=30)
 PRUNE_HEARTBEAT = timedelta(minutes=2)
 PRUNE_CALL = timedelta(minutes=15)
 PRUNE_STEP = timedelta(hours=1)
+
+# maxConcurrent slots. Asking for a slot is one call to Temporal itself (update-with-start of the
+# Agent's slots workflow), retried like a Kubernetes call; a run that cannot even ask fails.
+SLOT_RETRY = KUBE_RETRY
+SLOT_CALL = timedelta(seconds=30)  # one attempt
+SLOT_STEP = timedelta(minutes=10)  # all attempts of one request
+# A waiting run asks again this often, so it finds its place again if its Agent's slots workflow
+# was terminated (a fresh one starts); asking again is otherwise harmless.
+SLOT_REASK = timedelta(minutes=5)
+# The slots workflow's look at its holders (are their workflows still running?) gives up after
+# this and tries again at its next check.
+SLOT_CHECK_STEP = timedelta(minutes=1)
+# With no holder and no waiter for this long, an Agent's slots workflow ends (the next run starts
+# a new one).
+SLOTS_IDLE = timedelta(minutes=5)
