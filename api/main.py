@@ -1,4 +1,4 @@
-"""The HTTP API (FastAPI): runs and gate verdicts (SPEC §7), probes and metrics.
+"""The HTTP API (FastAPI): runs and gate verdicts (SPEC §7), probes and metrics; schedules in `schedules.py`.
 
 Runs are created as AgentRun objects (never bare workflows); reads come from the objects.
 Gate verdicts go to the run's workflow as a Temporal Update, so the caller learns at once
@@ -11,13 +11,12 @@ import asyncio
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import Any, Literal, cast
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from kubernetes import client
@@ -31,8 +30,10 @@ from models.agentrun import TERMINAL_PHASES
 from models.gate import GateView, Verdict
 from workflows.agent_run import AgentRunWorkflow
 
-from . import admission
+from . import admission, schedules
 from .auth import TokenFile
+from .deps import Identity, Namespace, State, StateDep
+from .deps import kube_error as _kube_error
 from .settings import ApiSettings
 
 log = logging.getLogger("agentrun.api")
@@ -84,48 +85,6 @@ class VerdictBody(BaseModel):
     response: str = ""
     reason: str = ""
 
-
-class State:
-    def __init__(self, settings: ApiSettings, kube: client.ApiClient, temporal: Client | None) -> None:
-        self.settings = settings
-        self.kube = kube
-        self.custom = client.CustomObjectsApi(kube)
-        self.temporal = temporal
-        self.tokens = TokenFile(Path(settings.token_file) if settings.token_file else None)
-        self.requests: Counter[str] = Counter()
-        self.verdicts: Counter[str] = Counter()
-
-
-def _kube_error(e: ApiException) -> HTTPException:
-    try:
-        detail = json.loads(e.body or "{}").get("message") or e.reason
-    except ValueError:
-        detail = e.reason
-    code = e.status if e.status in (400, 403, 404, 409, 422) else 502
-    return HTTPException(status_code=code, detail=str(detail))
-
-
-def get_state(request: Request) -> State:
-    return cast(State, request.app.state.agentrun)
-
-
-StateDep = Annotated[State, Depends(get_state)]
-
-
-def identity(request: Request, state: StateDep) -> str:
-    if state.settings.insecure and not state.tokens.tokens():
-        return "anonymous"
-    header = request.headers.get("authorization", "")
-    if not header.lower().startswith("bearer "):
-        raise HTTPException(status_code=401, detail="missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-    who = state.tokens.identity(header[7:].strip())
-    if who is None:
-        raise HTTPException(status_code=401, detail="invalid token", headers={"WWW-Authenticate": "Bearer"})
-    return who
-
-
-Identity = Annotated[str, Depends(identity)]
-Namespace = Annotated[str, Query(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
 
 runs = APIRouter(prefix="/api/v1/runs", tags=["runs"])
 
@@ -347,6 +306,7 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
         return DASHBOARD.read_text()
 
     app.include_router(runs)
+    app.include_router(schedules.router)
     app.include_router(probes)
     app.include_router(admission.router)  # called by the kube-apiserver over TLS: no bearer token
     return app

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import runs
+from . import runs, schedules
 from .up import DEFAULT_STATE_DIR, down, endpoints, up
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -37,6 +37,38 @@ def demo(state_dir: Path) -> int:
         return code
     finally:
         down(state_dir)
+
+
+def _schedule_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sc = sub.add_parser("schedules", help="list, inspect, pause, resume, trigger and backfill SympoziumSchedules "
+                                          "(through the HTTP API)")
+    ops = sc.add_subparsers(dest="op", required=True)
+    ops.add_parser("list", help="the schedules of a namespace with their phase and next run")
+    for op, text in (("get", "show one schedule (spec and status)"),
+                     ("pause", "set spec.suspend: true (no tick fires until resumed)"),
+                     ("resume", "set spec.suspend: false"),
+                     ("trigger", "run one tick now (concurrencyPolicy applies)")):
+        ops.add_parser(op, help=text).add_argument("name")
+    bf = ops.add_parser("backfill", help="run every tick of a past range [--from, --to): --from's tick runs, "
+                                         "--to's does not")
+    bf.add_argument("name")
+    bf.add_argument("--from", dest="start", required=True, metavar="TIME", help="RFC 3339, e.g. 2026-01-15T08:00:00Z")
+    bf.add_argument("--to", dest="end", required=True, metavar="TIME", help="RFC 3339, after --from, not in the future")
+    for p in ops.choices.values():
+        p.add_argument("-n", "--namespace", default="default")
+
+
+def _schedules(args: argparse.Namespace) -> int:
+    api = schedules.Api.locate(args.state_dir)
+    if args.op == "list":
+        return schedules.list_schedules(api, args.namespace)
+    if args.op == "get":
+        return schedules.get_schedule(api, args.namespace, args.name)
+    if args.op in ("pause", "resume"):
+        return schedules.set_suspend(api, args.namespace, args.name, suspend=args.op == "pause")
+    if args.op == "trigger":
+        return schedules.trigger(api, args.namespace, args.name)
+    return schedules.backfill(api, args.namespace, args.name, start=args.start, end=args.end)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("name")
     lg.add_argument("-n", "--namespace", default="default")
     lg.add_argument("--hook")
+    _schedule_commands(sub)
     sub.add_parser("worker", help="run the Temporal worker (settings from AGENTRUN_* variables)")
     sub.add_parser("bridge", help="run the bridge (settings from AGENTRUN_* variables)")
     ap = sub.add_parser("api", help="run the HTTP API (settings from AGENTRUN_* variables)")
@@ -98,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         from api.serve import main as api_main
 
         return api_main(["--insecure"] if args.insecure else [])
+    if args.command == "schedules":
+        return _schedules(args)
     s = _session(args)
     if args.command == "apply":
         return runs.apply(s, args.filename, args.namespace, wait=args.wait, timeout=args.timeout)

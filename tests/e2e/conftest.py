@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from cli.stack import NatsServer, TemporalDevServer, stop_process
+from cli.stack import NatsServer, TemporalDevServer, free_port, stop_process
 from cli.up import install_crds
 from localkube.testing import Handle
 from tests.waiting import wait_for
@@ -289,6 +290,38 @@ def stack(localkube: Handle, temporal: TemporalDevServer, tmp_path_factory: pyte
     worker.stop()
     if nats is not None:
         nats.stop()
+
+
+# Bearer tokens of the session's API process and the identities they map to.
+API_TOKENS = {"t-alice-0123456789": "alice@example.com", "t-bob-9876543210": "bob@example.com",
+              "t-fuzz-0123456789abcdef": "fuzzer@example.com"}
+
+
+@pytest.fixture(scope="session")
+def api_server(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`python -m api` with a token file (API_TOKENS), as `agentrun up` runs it; yields its base URL.
+
+    One process for the session: the API holds no state of its own, every test uses its own namespace."""
+    d = tmp_path_factory.mktemp("api")
+    tokens = d / "tokens"
+    tokens.write_text("# token identity\n" + "".join(f"{t} {who}\n" for t, who in API_TOKENS.items()))
+    port = free_port()
+    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port)}
+    proc = subprocess.Popen([sys.executable, "-m", "api"], env=env, stdout=(d / "api.log").open("ab"),
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(base + "/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, timeout=30, what="the API to be ready")
+        yield base
+    finally:
+        stop_process(proc)
 
 
 AGENT_IMAGE = "ghcr.io/sympozium-ai/sympozium/agent-runner:latest"

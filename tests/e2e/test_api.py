@@ -11,35 +11,18 @@ from typing import Any
 import httpx
 import pytest
 
-from cli.stack import free_port, stop_process
+from cli.stack import free_port
 from models.gate import BLOCKED_TEXT
-from tests.e2e.conftest import Stack, agent, agent_run
+from tests.e2e.conftest import API_TOKENS, Stack, agent, agent_run
 from tests.waiting import wait_for
 
-TOKEN, OTHER = "t-alice-0123456789", "t-bob-9876543210"
+TOKEN = next(t for t, who in API_TOKENS.items() if who == "alice@example.com")
 
 
 @pytest.fixture(scope="module")
-def api(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    d = tmp_path_factory.mktemp("api")
-    tokens = d / "tokens"
-    tokens.write_text(f"# token identity\n{TOKEN} alice@example.com\n{OTHER} bob@example.com\n")
-    port = free_port()
-    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port)}
-    proc = subprocess.Popen([sys.executable, "-m", "api"], env=env, stdout=(d / "api.log").open("ab"),
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(base + "/readyz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(up, timeout=30, what="the API to be ready")
-    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
+def api(api_server: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=api_server, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
         yield c
-    stop_process(proc)
 
 
 def test_the_api_refuses_to_start_without_tokens_unless_told_to(stack: Stack, tmp_path: Path) -> None:

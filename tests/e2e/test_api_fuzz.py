@@ -2,9 +2,10 @@
 
 Every operation of the API's own /openapi.json is exercised with a bounded number of generated
 requests (positive and negative data, with a valid token) against the whole stack, and no
-response may be a 5xx. Half of the generated namespaces, run names and agent references come
-from a small dictionary of things that exist (a namespace with an Agent, runs parked at their
-gate, a finished run), so requests get past validation to Kubernetes and Temporal.
+response may be a 5xx. Half of the generated namespaces, run and schedule names and agent
+references come from a small dictionary of things that exist (a namespace with an Agent, runs
+parked at their gate, a finished run, a mirrored schedule and one in phase Error), so requests
+get past validation to Kubernetes and Temporal.
 
 The published schema declares no body for the gate-verdict operation (the API reads it by hand,
 to answer 400 rather than 422), so a second run adds the verdict's shape (SPEC §4) to that one
@@ -13,8 +14,6 @@ operation and sends valid verdicts with generated texts to the waiting gates.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,11 +23,10 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
-from cli.stack import free_port, stop_process
-from tests.e2e.conftest import Stack, agent, agent_run
+from tests.e2e.conftest import API_TOKENS, Stack, agent, agent_run
 from tests.waiting import wait_for
 
-TOKEN = "t-fuzz-0123456789abcdef"
+TOKEN = next(t for t, who in API_TOKENS.items() if who == "fuzzer@example.com")
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 EXAMPLES = 25  # per operation in the fuzzing phase: the whole module stays well under a minute
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -42,33 +40,20 @@ VERDICT = {"oneOf": [
 ]}
 
 
-@pytest.fixture(scope="module")
-def api_base(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m api` with a token file, as `agentrun up` runs it; yields its base URL."""
-    d = tmp_path_factory.mktemp("api-fuzz")
-    tokens = d / "tokens"
-    tokens.write_text(f"{TOKEN} fuzzer@example.com\n")
-    port = free_port()
-    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port)}
-    proc = subprocess.Popen([sys.executable, "-m", "api"], env=env, stdout=(d / "api.log").open("ab"),
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(base + "/readyz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, timeout=30, what="the API to be ready")
-        yield base
-    finally:
-        stop_process(proc)
+@pytest.fixture
+def api_base(api_server: str) -> str:
+    """The session's API process (tests/e2e/conftest.py), whose token file holds TOKEN."""
+    return api_server
 
 
 PARKED = [f"parked-{i}" for i in range(4)]
 NAMES = [*PARKED, "done", "ghost"]
+# A mirrored schedule and one the bridge marked Error. The good one ticks on January 1st only, so
+# whatever the generated backfill range (at most 366 days) it runs one or two ticks, not hundreds.
+SCHEDULES = {"yearly": ("0 0 1 1 *", "Active"), "broken": ("61 * * * *", "Error")}
+# Backfill bounds around the yearly tick (2026-01-01T00:00Z), to the microsecond on either side.
+TIMES = ["2025-12-31T23:59:59.999999Z", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00.000001Z",
+         "2025-06-01T00:00:00+02:00", "2026-01-01T01:00:00+01:00"]
 
 
 def _prepare(stack: Stack, ns: str) -> None:
@@ -84,9 +69,24 @@ def _prepare(stack: Stack, ns: str) -> None:
                  .get("state") == "pending", timeout=60, what=f"the gate of {name} to be pending")
 
 
+def _schedules(stack: Stack, ns: str) -> None:
+    for name, (cron, _phase) in SCHEDULES.items():
+        stack.create(ns, "sympoziumschedules", {
+            "apiVersion": "sympozium.ai/v1alpha1", "kind": "SympoziumSchedule", "metadata": {"name": name},
+            "spec": {"agentRef": "helper", "schedule": cron, "task": "hello", "firstTick": "afterInterval"}})
+
+    def phase_of(name: str) -> str:
+        obj: Any = stack.custom.get_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "sympoziumschedules", name)
+        return str((obj.get("status") or {}).get("phase"))
+
+    for name, (_cron, phase) in SCHEDULES.items():
+        wait_for(lambda name=name, phase=phase: phase_of(name) == phase,  # type: ignore[misc]
+                 timeout=30, what=f"schedule {name} to be {phase}")
+
+
 def _config(base: str, namespaces: list[str], *, known: float = 0.5, mode: str = "all",
-            coverage: bool = True) -> schemathesis.Config:
-    """Generated namespaces, run names and agent references are known ones with probability `known`."""
+            coverage: bool = True, names: list[str] = NAMES) -> schemathesis.Config:
+    """Generated namespaces, object names and agent references are known ones with probability `known`."""
     return schemathesis.Config.from_dict({
         "base-url": base,
         "headers": AUTH,
@@ -94,11 +94,15 @@ def _config(base: str, namespaces: list[str], *, known: float = 0.5, mode: str =
         "generation": {"max-examples": EXAMPLES, "database": "none", "mode": mode},
         "phases": {"coverage": {"enabled": coverage}},
         "dictionaries": {"namespaces": {"values": namespaces},
-                         "names": {"values": NAMES},
-                         "agents": {"values": ["helper"]}},
+                         "names": {"values": names},
+                         "agents": {"values": ["helper"]},
+                         "times": {"values": TIMES}},
         "parameters": {"query.namespace": {"dictionary": "namespaces", "probability": known},
                        "path.name": {"dictionary": "names", "probability": known},
-                       "body.agentRef": {"dictionary": "agents", "probability": known}},
+                       "body.name": {"dictionary": "names", "probability": known},
+                       "body.agentRef": {"dictionary": "agents", "probability": known},
+                       "body.start": {"dictionary": "times", "probability": known},
+                       "body.end": {"dictionary": "times", "probability": known}},
     })
 
 
@@ -114,8 +118,9 @@ def _node_id_for_schemathesis(request: pytest.FixtureRequest) -> None:
 def api_schema(api_base: str, stack: Stack, namespace: str) -> Any:
     """The API's own /openapi.json, as it serves it."""
     _prepare(stack, namespace)
-    return schemathesis.openapi.from_url(api_base + "/openapi.json", config=_config(api_base, [namespace, "default"]),
-                                         headers=AUTH, timeout=10)
+    _schedules(stack, namespace)
+    config = _config(api_base, [namespace, "default"], names=[*NAMES, *SCHEDULES])
+    return schemathesis.openapi.from_url(api_base + "/openapi.json", config=config, headers=AUTH, timeout=10)
 
 
 @pytest.fixture
@@ -149,9 +154,31 @@ def verdict_schema(api_base: str, stack: Stack, namespace: str, accepted: dict[s
             assert st["gate"]["reason"] == body["reason"], (body, st["gate"])
 
 
+@pytest.fixture
+def reached() -> list[tuple[str, int]]:
+    """(path, status) of every generated request to a schedule operation."""
+    return []
+
+
+@pytest.fixture
+def schedule_schema(api_base: str, stack: Stack, namespace: str, reached: list[tuple[str, int]]) -> Iterator[Any]:
+    """The schedule operations that talk to Temporal, aimed at schedules that exist.
+
+    Names and namespaces are nearly always known ones, so generated pauses, resumes, triggers and
+    backfills (with bounds a microsecond around the yearly tick) reach the Temporal Schedule of a
+    mirrored schedule and the refusal of one in phase Error; no operation deletes them."""
+    stack.create(namespace, "agents", agent())
+    _schedules(stack, namespace)
+    config = _config(api_base, [namespace], known=0.9, mode="positive", coverage=False, names=[*SCHEDULES, "ghost"])
+    yield schemathesis.openapi.from_url(api_base + "/openapi.json", config=config, headers=AUTH, timeout=10)
+    assert any(path.endswith(("/trigger", "/backfill")) and code == 202 for path, code in reached), reached
+    assert any(code == 409 for _path, code in reached), reached
+
+
 # -- a known defect, pinned by its own test below ---------------------------------------------------
 schema = schemathesis.pytest.from_fixture("api_schema")
 verdict = schemathesis.pytest.from_fixture("verdict_schema").include(path="/api/v1/runs/{name}/gate-verdict")
+schedule_ops = schemathesis.pytest.from_fixture("schedule_schema").include(path_regex=r"^/api/v1/schedules/\{name\}/")
 
 
 @pytest.mark.timeout(180)
@@ -172,6 +199,15 @@ def test_no_generated_gate_verdict_yields_a_server_error(case: schemathesis.Case
         assert name not in accepted, f"a second verdict for {name} was accepted"
         assert isinstance(case.body, dict), case.body
         accepted[name] = dict(case.body)
+
+
+@pytest.mark.timeout(180)
+@schedule_ops.parametrize()
+@SETTINGS
+def test_no_generated_schedule_operation_yields_a_server_error(case: schemathesis.Case, api_base: str,
+                                                               reached: list[tuple[str, int]]) -> None:
+    r = case.call_and_validate(base_url=api_base, headers=AUTH, checks=[not_a_server_error])
+    reached.append((case.operation.path, r.status_code))
 
 
 def test_an_unknown_model_key_with_a_control_character_is_not_a_server_error(api_base: str, stack: Stack,

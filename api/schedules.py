@@ -1,0 +1,444 @@
+"""Schedules over HTTP (SPEC §7, §1.4, §6): SympoziumSchedule CRUD, pause/resume, trigger, backfill.
+
+The object is the source of truth. Create, edit, pause and resume write the object and the bridge
+mirrors it into its Temporal Schedule; writing to Temporal directly would be undone by the bridge's
+next sync. Only what the object cannot express goes to Temporal: a manual trigger and a backfill,
+both on the Temporal Schedule the bridge made for this very object (its ID carries the uid).
+
+Specs are checked with the bridge's own `plan_schedule` before they are written, so a bad cron,
+zone or catch-up window is a 422 naming the field instead of an object that goes `phase: Error`.
+
+Backfill runs every tick of the schedule in `[start, end)`: a tick exactly at `start` runs, one
+exactly at `end` does not, so consecutive ranges never run a tick twice. Temporal's own backfill
+runs the ticks in `(start_at - 1ms, end_at]` (measured on the dev server), so the API passes
+`start` rounded up to the second (ticks fall on whole seconds) and `end - 1µs`. The range must
+lie in the past, span at most `MAX_BACKFILL_SPAN` and hold at most `MAX_BACKFILL_TICKS` ticks:
+each tick is a run of the agent, and a Temporal Schedule buffers 1000 pending starts by default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, cast
+
+from fastapi import APIRouter, Body, HTTPException, Response
+from google.protobuf.timestamp_pb2 import Timestamp
+from kubernetes.client.rest import ApiException
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
+from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from models.base import FieldProblem, parse
+from models.duration import parse_duration
+from models.schedule import ScheduleRef, ScheduleSpec, plan_schedule, run_name, temporal_schedule_id
+
+from .deps import Identity, Namespace, State, StateDep, kube_error
+
+GROUP, VERSION, PLURAL = "sympozium.ai", "v1alpha1", "sympoziumschedules"
+MAX_BACKFILL_TICKS = 1000
+MAX_BACKFILL_SPAN = timedelta(days=366)
+# Temporal's backfill range includes its end; ours does not. Its timestamps carry nanoseconds.
+JUST_BEFORE = timedelta(microseconds=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# With Forbid and Replace the ticks of a backfill run one after another (none is skipped or
+# cancels another); with Allow they may overlap, as that schedule's own ticks do.
+BACKFILL_OVERLAP = {"Forbid": ScheduleOverlapPolicy.BUFFER_ALL, "Replace": ScheduleOverlapPolicy.BUFFER_ALL,
+                    "Allow": ScheduleOverlapPolicy.ALLOW_ALL}
+# A tick's run is `<schedule>-<YYYYMMDDHHMMSS>` and carries its name as a label value (at most 63
+# characters), so a schedule's name leaves room for the 15-character suffix.
+MAX_NAME = 63 - len("-YYYYMMDDHHMMSS")
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+REQUIRED = ("agentRef", "schedule", "task")
+TRIGGERED = {
+    "Forbid": "a tick was started now; it creates no run while a run of this schedule is still active "
+              "(concurrencyPolicy Forbid)",
+    "Allow": "a tick was started now; it creates a run named after the tick time",
+    "Replace": "a tick was started now; it replaces a run of this schedule that is still active "
+               "(concurrencyPolicy Replace)",
+}
+
+router = APIRouter(prefix="/api/v1/schedules", tags=["schedules"])
+
+ScheduleType = Literal["heartbeat", "scheduled", "sweep"]
+Overlap = Literal["Forbid", "Allow", "Replace"]
+FirstTick = Literal["immediate", "afterInterval"]
+AgentName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
+Text = Annotated[str, Field(min_length=1)]
+
+
+class CreateSchedule(BaseModel):
+    """A new SympoziumSchedule: `name` plus its spec (SPEC §1.4); omitted fields take the CRD's defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=MAX_NAME, pattern=DNS_LABEL)
+    agentRef: AgentName
+    schedule: Text = Field(description="5-field cron, a descriptor (@hourly, ...) or @every <duration>")
+    task: Text
+    type: ScheduleType | None = None
+    suspend: bool | None = None
+    concurrencyPolicy: Overlap | None = None
+    timezone: str | None = Field(None, description="IANA time zone of the cron (default UTC)")
+    catchupWindow: str | None = Field(None, description="how late a missed tick may still run (Go duration)")
+    firstTick: FirstTick | None = None
+    includeMemory: bool | None = None
+
+
+class ScheduleChanges(BaseModel):
+    """A JSON merge patch of the spec: given fields replace, `null` resets an optional field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agentRef: AgentName | None = None
+    schedule: Text | None = None
+    task: Text | None = None
+    type: ScheduleType | None = None
+    suspend: bool | None = None
+    concurrencyPolicy: Overlap | None = None
+    timezone: str | None = None
+    catchupWindow: str | None = None
+    firstTick: FirstTick | None = None
+    includeMemory: bool | None = None
+
+
+class BackfillRange(BaseModel):
+    """RFC 3339 times with an offset; every tick in `[start, end)` runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: AwareDatetime
+    end: AwareDatetime
+
+
+class ScheduleSummary(BaseModel):
+    name: str
+    namespace: str
+    agent: str = ""
+    schedule: str = ""
+    timezone: str = "UTC"
+    suspend: bool = False
+    phase: str | None = None
+    message: str | None = None
+    last_run_time: str | None = None
+    next_run_time: str | None = None
+    last_run_name: str | None = None
+    total_runs: int = 0
+
+
+class Triggered(BaseModel):
+    name: str
+    namespace: str
+    schedule_id: str
+    detail: str
+
+
+class Backfilled(BaseModel):
+    name: str
+    namespace: str
+    schedule_id: str
+    start: str
+    end: str
+    ticks: int
+    runs: list[str] = Field(description="the runs the ticks create, named after their tick times")
+
+
+def _ts(t: datetime) -> str:
+    """RFC 3339 in UTC, with microseconds only when there are any (bounds may be that precise)."""
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _not_found(ns: str, name: str) -> HTTPException:
+    return HTTPException(status_code=404, detail=f'schedule "{name}" not found in namespace "{ns}"')
+
+
+def _summary(obj: dict[str, Any]) -> ScheduleSummary:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    st = obj.get("status") or {}
+    return ScheduleSummary(
+        name=meta.get("name", ""), namespace=meta.get("namespace", ""), agent=str(spec.get("agentRef") or ""),
+        schedule=str(spec.get("schedule") or ""), timezone=str(spec.get("timezone") or "UTC"),
+        suspend=bool(spec.get("suspend")), phase=st.get("phase"), message=st.get("message"),
+        last_run_time=st.get("lastRunTime"), next_run_time=st.get("nextRunTime"),
+        last_run_name=st.get("lastRunName"), total_runs=int(st.get("totalRuns") or 0))
+
+
+def _invalid(p: FieldProblem) -> HTTPException:
+    """A spec problem as FastAPI reports body problems: 422, located at the body field it names."""
+    field = p.field.removeprefix("spec.")
+    return HTTPException(status_code=422, detail=[{"loc": ["body", *field.split(".")], "msg": str(p),
+                                                   "type": "value_error"}])
+
+
+def _validate(spec: dict[str, Any]) -> None:
+    """The bridge's own check, so what the API writes the bridge can mirror."""
+    try:
+        plan_schedule(parse(ScheduleSpec, spec, "spec"))
+    except FieldProblem as p:
+        raise _invalid(p) from None
+    except OverflowError:
+        # models.duration overflows on absurd numbers (`99999999999999999h`) instead of refusing them.
+        raise _invalid(FieldProblem(_overflowing(spec), "the duration is too large")) from None
+
+
+def _overflowing(spec: dict[str, Any]) -> str:
+    try:
+        parse_duration(str(spec.get("catchupWindow") or "0s"))
+    except OverflowError:
+        return "spec.catchupWindow"
+    except ValueError:
+        pass
+    return "spec.schedule"
+
+
+async def _kube(fn: Any, *args: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], await asyncio.to_thread(fn, *args))
+
+
+async def _read(state: State, ns: str, name: str) -> dict[str, Any]:
+    try:
+        return await _kube(state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name)
+    except ApiException as e:
+        raise (_not_found(ns, name) if e.status == 404 else kube_error(e)) from e
+
+
+async def _require_agent(state: State, ns: str, name: str) -> None:
+    """The Agent must exist, under its current kind or the legacy one (SPEC §1.1)."""
+    for plural in ("agents", "sympoziuminstances"):
+        try:
+            await _kube(state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name)
+            return
+        except ApiException as e:
+            if e.status != 404:
+                raise kube_error(e) from e
+    raise HTTPException(status_code=404, detail=f'agent "{name}" not found in namespace "{ns}"')
+
+
+async def _patch(state: State, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return await _kube(state.custom.patch_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name, body)
+    except ApiException as e:
+        raise (_not_found(ns, name) if e.status == 404 else kube_error(e)) from e
+
+
+def _temporal(state: State) -> Client:
+    if state.temporal is None:
+        raise HTTPException(status_code=503, detail="temporal is not connected")
+    return state.temporal
+
+
+def _mirrored(obj: dict[str, Any]) -> str:
+    """The Temporal Schedule ID of an object the bridge has mirrored as it is now; 409 otherwise."""
+    meta = obj["metadata"]
+    st = obj.get("status") or {}
+    name = meta["name"]
+    if meta.get("deletionTimestamp"):
+        raise HTTPException(status_code=409, detail=f"schedule {name} is being deleted")
+    # Until the bridge has mirrored the latest spec, Temporal would tick with the previous one (and
+    # a phase of Error may be about a spec that was fixed since).
+    if not st.get("phase") or st.get("observedGeneration") != meta.get("generation", 1):
+        raise HTTPException(status_code=409, detail=f"schedule {name} is not mirrored into Temporal yet; "
+                                                    "retry in a moment")
+    if st.get("phase") == "Error":
+        why = f": {st['message']}" if st.get("message") else ""
+        raise HTTPException(status_code=409, detail=f"schedule {name} is in phase Error{why}")
+    return temporal_schedule_id(ScheduleRef(namespace=meta["namespace"], name=name, uid=meta["uid"]))
+
+
+def _temporal_error(e: RPCError, name: str) -> HTTPException:
+    if e.status == RPCStatusCode.NOT_FOUND:
+        return HTTPException(status_code=409, detail=f"schedule {name} has no Temporal Schedule (not mirrored yet, "
+                                                     "or being deleted); retry in a moment")
+    if e.status == RPCStatusCode.INVALID_ARGUMENT:
+        return HTTPException(status_code=422, detail=f"temporal refused it: {e.message}")
+    return HTTPException(status_code=503, detail=f"temporal is unavailable: {e.message}")
+
+
+@router.get("", response_model=list[ScheduleSummary])
+async def list_schedules(state: StateDep, who: Identity, namespace: Namespace = "default") -> list[ScheduleSummary]:
+    try:
+        items = await _kube(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL)
+    except ApiException as e:
+        raise kube_error(e) from e
+    return sorted((_summary(o) for o in items.get("items", [])), key=lambda s: s.name)
+
+
+@router.get("/{name}", responses={404: {"description": "no such schedule"}})
+async def get_schedule(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> dict[str, Any]:
+    return await _read(state, namespace, name)
+
+
+@router.post("", status_code=201, responses={
+    404: {"description": "the Agent does not exist"}, 409: {"description": "a schedule of that name exists"},
+    422: {"description": "invalid body: unknown field, bad cron, time zone or catchupWindow (named in loc)"}})
+async def create_schedule(body: CreateSchedule, state: StateDep, who: Identity,
+                          namespace: Namespace = "default") -> dict[str, Any]:
+    spec = body.model_dump(exclude={"name"}, exclude_none=True)
+    _validate(spec)
+    await _require_agent(state, namespace, body.agentRef)
+    obj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SympoziumSchedule",
+           "metadata": {"name": body.name, "annotations": {"agentrun.dev/created-by": who}}, "spec": spec}
+    try:
+        return await _kube(state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, obj)
+    except ApiException as e:
+        if e.status == 409:
+            raise HTTPException(status_code=409,
+                                detail=f'schedule "{body.name}" already exists in namespace "{namespace}"') from e
+        raise kube_error(e) from e
+
+
+@router.patch("/{name}", responses={
+    404: {"description": "no such schedule, or the new Agent does not exist"},
+    422: {"description": "invalid change; the merged spec is checked as on create"}})
+async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, who: Identity,
+                          namespace: Namespace = "default") -> dict[str, Any]:
+    given = changes.model_dump(exclude_unset=True)
+    for key in REQUIRED:
+        if key in given and given[key] is None:
+            raise HTTPException(status_code=422, detail=[{"loc": ["body", key], "msg": f"spec.{key} is required",
+                                                          "type": "missing"}])
+    obj = await _read(state, namespace, name)
+    if given.get("agentRef"):
+        await _require_agent(state, namespace, given["agentRef"])
+    # Validated against the object as read, written only if it is still that version; a concurrent
+    # change (the bridge's finalizer or status) means read, merge and check again.
+    for attempt in range(5):
+        if attempt:
+            obj = await _read(state, namespace, name)
+        merged = {**(obj.get("spec") or {}), **given}
+        _validate({k: v for k, v in merged.items() if v is not None})
+        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": given}
+        try:
+            return await _kube(state.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                               name, body)
+        except ApiException as e:
+            if e.status == 404:
+                raise _not_found(namespace, name) from e
+            if e.status != 409:
+                raise kube_error(e) from e
+    raise HTTPException(status_code=409, detail=f"schedule {name} kept changing while it was updated; retry")
+
+
+@router.delete("/{name}", status_code=204, responses={404: {"description": "no such schedule"}})
+async def delete_schedule(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> Response:
+    # The bridge's finalizer deletes the Temporal Schedule; the runs are owned by the object and go with it.
+    try:
+        await _kube(state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name)
+    except ApiException as e:
+        raise (_not_found(namespace, name) if e.status == 404 else kube_error(e)) from e
+    return Response(status_code=204)
+
+
+@router.post("/{name}/pause", responses={404: {"description": "no such schedule"}})
+async def pause_schedule(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> dict[str, Any]:
+    """Sets `spec.suspend: true`; the bridge pauses the Temporal Schedule and writes `phase: Suspended`."""
+    return await _patch(state, namespace, name, {"spec": {"suspend": True}})
+
+
+@router.post("/{name}/resume", responses={404: {"description": "no such schedule"}})
+async def resume_schedule(name: str, state: StateDep, who: Identity,
+                          namespace: Namespace = "default") -> dict[str, Any]:
+    """Sets `spec.suspend: false`; the bridge unpauses the Temporal Schedule and writes `phase: Active`."""
+    return await _patch(state, namespace, name, {"spec": {"suspend": False}})
+
+
+@router.post("/{name}/trigger", status_code=202, response_model=Triggered, responses={
+    404: {"description": "no such schedule"},
+    409: {"description": "the schedule is in phase Error, being deleted, or not mirrored into Temporal yet"}})
+async def trigger_schedule(name: str, state: StateDep, who: Identity,
+                           namespace: Namespace = "default") -> Triggered:
+    """One tick now, as if the schedule had fired (its concurrencyPolicy applies: Forbid skips it while
+    a run of the schedule is active). Works on a suspended schedule too."""
+    obj = await _read(state, namespace, name)
+    sid = _mirrored(obj)
+    try:
+        await _temporal(state).get_schedule_handle(sid).trigger()
+    except RPCError as e:
+        raise _temporal_error(e, name) from e
+    policy = str((obj.get("spec") or {}).get("concurrencyPolicy") or "Forbid")
+    return Triggered(name=name, namespace=namespace, schedule_id=sid, detail=TRIGGERED.get(policy, TRIGGERED["Forbid"]))
+
+
+@router.post("/{name}/backfill", status_code=202, response_model=Backfilled, responses={
+    404: {"description": "no such schedule"},
+    409: {"description": "the schedule is in phase Error, being deleted, or not mirrored into Temporal yet"},
+    422: {"description": "not a past range [start, end) of at most 366 days and 1000 ticks"}})
+async def backfill_schedule(name: str, state: StateDep, who: Identity, window: Annotated[BackfillRange, Body()],
+                            namespace: Namespace = "default") -> Backfilled:
+    """Runs every tick of the schedule in `[start, end)`, also on a suspended schedule."""
+    start, end = _check_range(window)
+    obj = await _read(state, namespace, name)
+    sid = _mirrored(obj)
+    spec = obj.get("spec") or {}
+    temporal = _temporal(state)
+    # Temporal's backfill takes ticks after start_at - 1ms: from the first whole second at or after
+    # start, that is exactly the ticks from start on (they fall on whole seconds).
+    first = _whole_second_at_or_after(start)
+    try:
+        ticks = await _ticks(temporal, sid, first, end)
+        if len(ticks) > MAX_BACKFILL_TICKS:
+            raise HTTPException(status_code=422, detail=f"[{_ts(start)}, {_ts(end)}) holds more than "
+                                                        f"{MAX_BACKFILL_TICKS} ticks; backfill it in parts")
+        if ticks:
+            overlap = BACKFILL_OVERLAP.get(str(spec.get("concurrencyPolicy") or "Forbid"),
+                                           ScheduleOverlapPolicy.BUFFER_ALL)
+            await temporal.get_schedule_handle(sid).backfill(
+                ScheduleBackfill(start_at=first, end_at=end - JUST_BEFORE, overlap=overlap))
+    except RPCError as e:
+        raise _temporal_error(e, name) from e
+    zone = str(spec.get("timezone") or "UTC")
+    return Backfilled(name=name, namespace=namespace, schedule_id=sid, start=_ts(start), end=_ts(end),
+                      ticks=len(ticks), runs=[run_name(name, t, zone) for t in ticks])
+
+
+def _whole_second_at_or_after(t: datetime) -> datetime:
+    return t if not t.microsecond else t.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def _range_problem(field: str, msg: str) -> HTTPException:
+    return HTTPException(status_code=422, detail=[{"loc": ["body", field], "msg": msg, "type": "value_error"}])
+
+
+def _check_range(window: BackfillRange) -> tuple[datetime, datetime]:
+    try:
+        start, end = window.start.astimezone(UTC), window.end.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00
+        raise _range_problem("start", "start and end must be times between 1970 and now") from None
+    if start < EPOCH:
+        raise _range_problem("start", f"start ({_ts(start)}) must not be before {_ts(EPOCH)}")
+    if end <= start:
+        raise _range_problem("end", f"end ({_ts(end)}) must be after start ({_ts(start)})")
+    now = datetime.now(UTC)
+    if end > now:
+        raise _range_problem("end", f"end ({_ts(end)}) is in the future: backfill runs past ticks only "
+                                    f"(now is {_ts(now)})")
+    if end - start > MAX_BACKFILL_SPAN:
+        raise _range_problem("end", f"the range spans more than {MAX_BACKFILL_SPAN.days} days; backfill it in parts")
+    return start, end
+
+
+async def _ticks(temporal: Client, sid: str, start: datetime, end: datetime) -> list[datetime]:
+    """The schedule's tick times in `[start, end)`, as Temporal computes them; stops past the limit.
+
+    Temporal answers `(from, to]`, a bounded number at a time, hence the shifted bounds and the pages."""
+    out: list[datetime] = []
+    cursor, last = start - JUST_BEFORE, end - JUST_BEFORE
+    while len(out) <= MAX_BACKFILL_TICKS:
+        resp = await temporal.workflow_service.list_schedule_matching_times(ListScheduleMatchingTimesRequest(
+            namespace=temporal.namespace, schedule_id=sid, start_time=_pb(cursor), end_time=_pb(last)))
+        page = [t.ToDatetime(tzinfo=UTC) for t in resp.start_time]
+        page = [t for t in page if cursor < t <= last]
+        if not page:
+            break
+        out += page
+        cursor = page[-1]
+    return out
+
+
+def _pb(t: datetime) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(t)
+    return ts
