@@ -19,6 +19,7 @@ _UNITS = {
     "m": 60.0,
     "h": 3600.0,
 }
+_GO_MAX_SECONDS = (2**63 - 1) / 1e9
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 # The same grammar, whole-string, for CRD `pattern`s.
 DURATION_PATTERN = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
@@ -46,6 +47,9 @@ def parse_duration(text: str) -> timedelta:
                              "(ns, us, ms, s, m, h), e.g. '90s' or '1h30m'")
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
+    if total > _GO_MAX_SECONDS:
+        # Go's time.ParseDuration refuses what does not fit an int64 of nanoseconds (~292 years).
+        raise ValueError(f"invalid duration {text!r}: too long (at most about 292 years)")
     return timedelta(seconds=sign * total)
 
 

@@ -24,3 +24,9 @@ def test_format_duration_writes_go_style() -> None:
     assert format_duration(timedelta(seconds=5)) == "5s"
     assert format_duration(timedelta(minutes=5)) == "5m0s"
     assert format_duration(timedelta(0)) == "0s"
+
+
+@pytest.mark.parametrize("text", ["99999999999999999h", "2562048h", "9999999999999999999999s"])
+def test_durations_longer_than_go_allows_are_refused_not_crashing(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
