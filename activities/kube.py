@@ -70,6 +70,22 @@ class RateLimiter:
                 await asyncio.sleep((1 - self._tokens) / self.qps)
 
 
+async def kube_call(limiter: RateLimiter, fn: Callable[..., Any], *args: Any, action: str, creating: bool = False,
+                    **kw: Any) -> Any:
+    """Run a client call on a thread behind the worker's shared rate limit.
+
+    ApiException passes through for the caller to judge (a 404 or 409 is often an answer, not a
+    failure); anything else (connection errors) becomes the error `kube_error` makes of it.
+    Returns Any because the client's models are attribute bags."""
+    await limiter.acquire()
+    try:
+        return await asyncio.to_thread(fn, *args, **kw)
+    except ApiException:
+        raise
+    except Exception as e:
+        raise kube_error(e, action=action, creating=creating) from e
+
+
 class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
                  qps: float = 50.0, burst: int = 100) -> None:
@@ -83,14 +99,7 @@ class KubeActivities:
         self.limiter = RateLimiter(qps, burst)
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, creating: bool = False, **kw: Any) -> Any:
-        """Run a client call on a thread; returns Any because the client's models are attribute bags."""
-        await self.limiter.acquire()
-        try:
-            return await asyncio.to_thread(fn, *args, **kw)
-        except ApiException:
-            raise
-        except Exception as e:
-            raise kube_error(e, action=action, creating=creating) from e
+        return await kube_call(self.limiter, fn, *args, action=action, creating=creating, **kw)
 
     async def _create(self, fn: Callable[..., Any], namespace: str, body: dict[str, Any], *, read: Callable[..., Any],
                       uid: str) -> Any:

@@ -13,7 +13,6 @@ the uid/resourceVersion precondition failed) leaves it for the next pass.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -30,7 +29,7 @@ from models.base import FieldProblem
 from models.prune import AgentHistory, PruneRequest, PruneSummary
 
 from .errors import kube_error
-from .kube import GROUP, VERSION, RateLimiter
+from .kube import GROUP, VERSION, RateLimiter, kube_call
 
 # Both plurals of an Agent; `agents` wins when both exist, as when a run resolves its Agent.
 AGENT_PLURALS = ("agents", "sympoziuminstances")
@@ -144,13 +143,7 @@ class PruneActivities:
         self.page_size = page_size
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
-        await self.limiter.acquire()
-        try:
-            return await asyncio.to_thread(fn, *args, **kw)
-        except ApiException:
-            raise
-        except Exception as e:
-            raise kube_error(e, action=action) from e
+        return await kube_call(self.limiter, fn, *args, action=action, **kw)
 
     async def _list(self, plural: str, namespaces: list[str]) -> list[dict[str, Any]]:
         """Every object of `plural` in `namespaces` (all when empty), page by page; [] if not served."""

@@ -32,6 +32,7 @@ from models.schedule import (
 )
 
 from .errors import kube_error
+from .kube import RateLimiter, kube_call
 
 GROUP, VERSION = "sympozium.ai", "v1alpha1"
 LABEL_SCHEDULE = "sympozium.ai/schedule"
@@ -58,21 +59,24 @@ def _not_terminal(run: dict[str, Any]) -> bool:
 
 
 class ScheduleActivities:
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, *, limiter: RateLimiter | None = None) -> None:
         self.custom = client.CustomObjectsApi(api)
+        # Shared with the worker's other Kubernetes activities.
+        self.limiter = limiter or RateLimiter(50.0, 100)
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, creating: bool = False,
                     **kwargs: Any) -> Any:
         try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        except Exception as e:
+            return await kube_call(self.limiter, fn, *args, action=action, creating=creating, **kwargs)
+        except ApiException as e:
             raise kube_error(e, action=action, creating=creating) from e
 
     async def _schedule(self, ref: ScheduleRef) -> dict[str, Any] | None:
         """The schedule object if it still is the one that ticked (same uid, not being deleted)."""
         try:
-            obj: Any = await asyncio.to_thread(self.custom.get_namespaced_custom_object, GROUP, VERSION,
-                                               ref.namespace, "sympoziumschedules", ref.name)
+            obj: Any = await kube_call(self.limiter, self.custom.get_namespaced_custom_object, GROUP, VERSION,
+                                       ref.namespace, "sympoziumschedules", ref.name,
+                                       action=f"read SympoziumSchedule {ref.name}")
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -113,8 +117,8 @@ class ScheduleActivities:
         for r in req.runs:
             body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=r.uid) if r.uid else None)
             try:
-                await asyncio.to_thread(self.custom.delete_namespaced_custom_object, GROUP, VERSION, r.namespace,
-                                        "agentruns", r.name, body=body)
+                await kube_call(self.limiter, self.custom.delete_namespaced_custom_object, GROUP, VERSION,
+                                r.namespace, "agentruns", r.name, body=body, action=f"delete AgentRun {r.name}")
             except ApiException as e:
                 if e.status not in (404, 409):  # 409: the uid precondition failed, it is another object now
                     raise kube_error(e, action=f"delete AgentRun {r.name} ({req.reason})") from e
@@ -123,8 +127,9 @@ class ScheduleActivities:
             still = []
             for r in pending:
                 try:
-                    obj: Any = await asyncio.to_thread(self.custom.get_namespaced_custom_object, GROUP, VERSION,
-                                                       r.namespace, "agentruns", r.name)
+                    obj: Any = await kube_call(self.limiter, self.custom.get_namespaced_custom_object, GROUP,
+                                               VERSION, r.namespace, "agentruns", r.name,
+                                               action=f"read AgentRun {r.name}")
                 except ApiException as e:
                     if e.status == 404:
                         continue
@@ -161,8 +166,8 @@ class ScheduleActivities:
         }
         obj: Any
         try:
-            obj = await asyncio.to_thread(self.custom.create_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                          "agentruns", body)
+            obj = await kube_call(self.limiter, self.custom.create_namespaced_custom_object, GROUP, VERSION,
+                                  ref.namespace, "agentruns", body, action=f"create AgentRun {name}", creating=True)
         except ApiException as e:
             if e.status != 409:
                 raise kube_error(e, action=f"create AgentRun {name}", creating=True) from e
@@ -195,8 +200,9 @@ class ScheduleActivities:
                      "status": {"lastRunTime": req.tick_time, "lastRunName": req.run_name, "totalRuns": total,
                                 "nextRunTime": next_run}}
             try:
-                await asyncio.to_thread(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
-                                        ref.namespace, "sympoziumschedules", ref.name, patch)
+                await kube_call(self.limiter, self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
+                                ref.namespace, "sympoziumschedules", ref.name, patch,
+                                action=f"write status of SympoziumSchedule {ref.name}")
                 return
             except ApiException as e:
                 if e.status == 404:

@@ -42,6 +42,7 @@ from .util import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
     deep,
+    go_kind,
     meta,
     rand_suffix,
     rfc3339,
@@ -166,19 +167,6 @@ class DeleteOptions:
         if self.dry_run:
             out["dryRun"] = ["All"]
         return out
-
-
-def _json_kind(value: Any) -> str:
-    """How Go's encoding/json names a JSON value's kind in an UnmarshalTypeError."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _positive_int(value: Any) -> bool:
@@ -441,7 +429,7 @@ class APIServer:
                 bad, go_type = wrong[0], elem
             raise bad_request(
                 f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: cannot unmarshal '
-                f"{_json_kind(bad)} into Go struct field {struct}.{path} of type {go_type}"
+                f"{go_kind(bad)} into Go struct field {struct}.{path} of type {go_type}"
             )
 
     def _admit_namespace(self, ns: str, rt: ResourceType, name: str) -> None:

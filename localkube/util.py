@@ -95,3 +95,14 @@ def owner_ref(owner: Obj, *, controller: bool = True, block: bool = True) -> Obj
         "controller": controller,
         "blockOwnerDeletion": block,
     }
+
+
+def go_kind(value: Any) -> str:
+    """How Go's encoding/json names a JSON value's kind in an UnmarshalTypeError."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from .errors import StatusError, bad_request
 from .selectors import SelectorError, label_selector_from_dict
 from .store import Obj
-from .util import DNS1123_SUBDOMAIN
+from .util import DNS1123_SUBDOMAIN, go_kind
 
 GROUP = "admissionregistration.k8s.io"
 CONFIG_KIND = "ValidatingWebhookConfiguration"
@@ -30,17 +30,6 @@ OPERATIONS = ("*", "CONNECT", "CREATE", "DELETE", "UPDATE")
 SCOPES = ("*", "Cluster", "Namespaced")
 
 Cause = tuple[str, str, str]
-
-
-def go_kind(value: Any) -> str:
-    """How Go's encoding/json names a JSON value's kind in an UnmarshalTypeError."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def _decode_error(detail: str) -> StatusError:

@@ -38,7 +38,7 @@ def build_worker(client: Client, settings: WorkerSettings) -> Worker:
         client,
         task_queue=settings.temporal.task_queue,
         workflows=[AgentRunWorkflow, ScheduledRunWorkflow, PruneHistoryWorkflow, AgentSlotsWorkflow],
-        activities=[*acts.all(), *ScheduleActivities(acts.api).all(),
+        activities=[*acts.all(), *ScheduleActivities(acts.api, limiter=acts.limiter).all(),
                     EventActivities(settings.nats.url or None).publish_event,
                     PruneActivities(acts.api, limiter=acts.limiter).prune_run_history, *SlotActivities().all()],
         max_concurrent_activities=settings.max_concurrent_activities,

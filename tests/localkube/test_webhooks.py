@@ -11,6 +11,7 @@ the test.
 from __future__ import annotations
 
 import base64
+import copy
 import datetime as dt
 import ipaddress
 import json
@@ -41,7 +42,7 @@ from tests.waiting import wait_for
 Obj = dict[str, Any]
 Answer = Callable[[Obj], Obj]
 GROUP = "admissionregistration.k8s.io"
-RUNS = ("sympozium.ai", "v1alpha1", "agentruns")
+RUNS = ("webhooks.localkube.test", "v1alpha1", "webhookruns")
 LABEL = "localkube.test/webhook-test"
 
 
@@ -265,7 +266,12 @@ def other_namespace(kube: client.ApiClient) -> Iterator[str]:
 def agentrun_crd(localkube: Handle) -> None:
     api: Any = client.ApiextensionsV1Api(config.new_client_from_config(str(localkube.kubeconfig)))
     try:
-        api.create_custom_resource_definition(all_crds()["agentruns.yaml"])
+        crd = copy.deepcopy(all_crds()["agentruns.yaml"])
+        crd["metadata"]["name"] = f"{RUNS[2]}.{RUNS[0]}"
+        crd["spec"]["group"] = RUNS[0]
+        crd["spec"]["names"] = {"kind": "WebhookRun", "listKind": "WebhookRunList", "plural": RUNS[2],
+                                "singular": "webhookrun"}
+        api.create_custom_resource_definition(crd)
     except ApiException as e:
         if e.status != 409:
             raise
@@ -409,9 +415,9 @@ def test_kubectl_apply_of_a_violating_agentrun_is_refused_by_the_webhook(
 
     server.answer = policy
     configs.create(webhook("agentruns", server.url("/admission/agentruns"), server.pki.ca_bundle,
-                           namespace=namespace, rules=[rule(["agentruns"], group="sympozium.ai",
+                           namespace=namespace, rules=[rule(["webhookruns"], group="webhooks.localkube.test",
                                                             version="v1alpha1", scope="Namespaced")]))
-    run: Obj = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun", "metadata": {"name": "bad-run"},
+    run: Obj = {"apiVersion": "webhooks.localkube.test/v1alpha1", "kind": "WebhookRun", "metadata": {"name": "bad-run"},
            "spec": {"agentRef": "helper", "task": "hi", "model": {"model": "forbidden-9000"}}}
     out = kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(run))
     assert out.returncode == 1
@@ -425,7 +431,7 @@ def test_kubectl_apply_of_a_violating_agentrun_is_refused_by_the_webhook(
     assert missing.value.status == 404
 
     run["spec"]["model"] = {"model": "fine"}
-    assert "agentrun.sympozium.ai/bad-run created" in kubectl_ok(
+    assert "webhookrun.webhooks.localkube.test/bad-run created" in kubectl_ok(
         kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(run)))
     # Editing the spec into a violation is an UPDATE the webhook refuses too.
     run["spec"]["model"] = {"model": "forbidden-again"}
@@ -504,8 +510,8 @@ def test_status_writes_are_sent_only_to_rules_naming_the_status_subresource(
         kube: client.ApiClient, configs: Configs, server: WebhookServer, namespace: str, agentrun_crd: None) -> None:
     custom: Any = client.CustomObjectsApi(kube)
     configs.create(webhook("runs", server.url("/runs"), server.pki.ca_bundle, namespace=namespace,
-                           rules=[rule(["agentruns"], group="sympozium.ai", version="v1alpha1")]))
-    run = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun",
+                           rules=[rule(["webhookruns"], group="webhooks.localkube.test", version="v1alpha1")]))
+    run = {"apiVersion": "webhooks.localkube.test/v1alpha1", "kind": "WebhookRun",
            "metadata": {"name": "r", "labels": {LABEL: configs.run}}, "spec": {"agentRef": "a", "task": "t"}}
     custom.create_namespaced_custom_object(*RUNS[:2], namespace, RUNS[2], run)
     custom.patch_namespaced_custom_object_status(*RUNS[:2], namespace, RUNS[2], "r", {"status": {"phase": "Running"}})
@@ -514,7 +520,7 @@ def test_status_writes_are_sent_only_to_rules_naming_the_status_subresource(
 
     configs.create(
         webhook("status", server.url("/status"), server.pki.ca_bundle, namespace=namespace,
-                rules=[rule(["agentruns/status"], group="sympozium.ai", version="v1alpha1")]),
+                rules=[rule(["webhookruns/status"], group="webhooks.localkube.test", version="v1alpha1")]),
         # Every resource and subresource of every group, for this test's objects only.
         webhook("all", server.url("/all"), server.pki.ca_bundle, namespace=None,
                 objectSelector={"matchLabels": {LABEL: configs.run}},
@@ -525,8 +531,8 @@ def test_status_writes_are_sent_only_to_rules_naming_the_status_subresource(
     assert sorted(server.paths) == ["/all?timeout=10s", "/status?timeout=10s"]
     for req in server.requests():
         assert (req["operation"], req["subResource"], req["requestSubResource"]) == ("UPDATE", "status", "status")
-        assert req["kind"] == {"group": "sympozium.ai", "version": "v1alpha1", "kind": "AgentRun"}
-        assert req["resource"] == {"group": "sympozium.ai", "version": "v1alpha1", "resource": "agentruns"}
+        assert req["kind"] == {"group": "webhooks.localkube.test", "version": "v1alpha1", "kind": "WebhookRun"}
+        assert req["resource"] == {"group": "webhooks.localkube.test", "version": "v1alpha1", "resource": "webhookruns"}
         assert (req["object"]["status"]["phase"], req["oldObject"]["status"]["phase"]) == ("Done", "Running")
 
 
