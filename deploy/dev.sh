@@ -34,8 +34,8 @@ install_python() {
     python3 -m venv "$VENV"
   fi
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  echo ">> pip install -e .[dev]"
-  "$VENV/bin/python" -m pip install -q -e ".[dev]"
+  echo ">> pip install -e .[dev,local]"
+  "$VENV/bin/python" -m pip install -q -e ".[dev,local]"
 }
 
 install() {
