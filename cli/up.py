@@ -68,9 +68,10 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60) -> int
     kube = LocalKubeProcess(state_dir / "localkube", persist=True,
                             extra_args=["--image-map", str(image_map), "--job-backoff-seconds", "1"]).start()
     install_crds(kube.kubeconfig)
+    kubeconfig = _link_kubeconfig(state_dir, kube.kubeconfig)
     nats = NatsServer(state_dir).start() if NatsServer.available() else None
     env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
-           "AGENTRUN_KUBE__KUBECONFIG": str(kube.kubeconfig),
+           "AGENTRUN_KUBE__KUBECONFIG": str(kubeconfig),
            "AGENTRUN_FALLBACK_POLL_SECONDS": str(fallback_poll_seconds), "PYTHONUNBUFFERED": "1"}
     if nats is not None:
         env["AGENTRUN_NATS__URL"] = nats.url
@@ -89,7 +90,7 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60) -> int
         "temporal": temporal.address,
         "temporal_ui": temporal.ui_url,
         "kubernetes": kube.server,
-        "kubeconfig": str(kube.kubeconfig),
+        "kubeconfig": str(kubeconfig),
         "api": f"http://127.0.0.1:{api_port}",
         "api_token": api_token,
         "state_dir": str(state_dir),
@@ -110,7 +111,7 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60) -> int
         if k != "api_token":
             print(f"  {k:<12} {v}")
     print(f"  api_token    in {state_dir / 'endpoints.json'}")
-    print(f"  export KUBECONFIG={kube.kubeconfig}")
+    print(f"  export KUBECONFIG={kubeconfig}")
     if detach:
         return 0
     print("Ctrl-C stops everything.")
@@ -121,6 +122,15 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60) -> int
     except KeyboardInterrupt:
         pass
     return down(state_dir)
+
+
+def _link_kubeconfig(state_dir: Path, target: Path) -> Path:
+    """`<state-dir>/kubeconfig`, the one path users and tools are told about, whatever localkube's own layout."""
+    link = state_dir / "kubeconfig"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(target.relative_to(state_dir))
+    return link
 
 
 def _wait_healthy(state_dir: Path, worker: subprocess.Popen[bytes], bridge: subprocess.Popen[bytes]) -> None:
