@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                        help=f"where the embedded stack keeps its state (default {DEFAULT_STATE_DIR})")
     u = sub.add_parser("up", parents=[state], help="start the embedded stack (Temporal, localkube, NATS, worker, bridge)")
     u.add_argument("--detach", action="store_true", help="return once healthy, leaving the stack running")
+    u.add_argument("--in-cluster", action="store_true",
+                   help="install the worker, the bridge and the API into localkube from the Helm chart (pods with "
+                        "their own ServiceAccounts) instead of running them as host processes")
     sub.add_parser("down", parents=[state], help="stop the embedded stack")
     a = sub.add_parser("apply", parents=[state], help="create Agents, AgentRuns and other objects from YAML")
     a.add_argument("-f", "--filename", type=Path, action="append", required=True)
@@ -119,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     if args.command == "up":
-        return up(args.state_dir, detach=args.detach)
+        return up(args.state_dir, detach=args.detach, in_cluster=args.in_cluster)
     if args.command == "down":
         return down(args.state_dir)
     if args.command == "demo":

@@ -24,8 +24,8 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from models.crds import all_crds
-from worker.settings import DEFAULT_AGENT_IMAGE
 
+from . import incluster
 from .stack import LocalKubeProcess, NatsServer, TemporalDevServer, free_port, stop_process, wait_port
 
 DEFAULT_STATE_DIR = Path(os.environ.get("AGENTRUN_STATE_DIR", str(Path.home() / ".agentrun")))
@@ -57,19 +57,69 @@ def _spawn(name: str, args: list[str], env: dict[str, str], state_dir: Path) -> 
     return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60) -> int:
+def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_cluster: bool = False) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
     if (state_dir / "pids.json").exists() and _alive(json.loads((state_dir / "pids.json").read_text())):
         print(f"the stack in {state_dir} is already up (agentrun down --state-dir {state_dir} stops it)")
         return 1
     image_map = state_dir / "image-map.yaml"
-    image_map.write_text(yaml.safe_dump({DEFAULT_AGENT_IMAGE: [sys.executable, "-m", "agentrunner"]}))
+    image_map.write_text(yaml.safe_dump(incluster.image_map()))
     temporal = TemporalDevServer(state_dir / "temporal").start()
-    kube = LocalKubeProcess(state_dir / "localkube", persist=True,
-                            extra_args=["--image-map", str(image_map), "--job-backoff-seconds", "1"]).start()
-    install_crds(kube.kubeconfig)
+    kube_args = ["--image-map", str(image_map), "--job-backoff-seconds", "1"]
+    if in_cluster:
+        # Every request with the user it authenticated as: shows that the control plane's pods use their own
+        # ServiceAccounts (and what each of them did).
+        kube_args += ["--audit-log", str(state_dir / "audit.log")]
+    kube = LocalKubeProcess(state_dir / "localkube", persist=True, extra_args=kube_args).start()
     kubeconfig = _link_kubeconfig(state_dir, kube.kubeconfig)
     nats = NatsServer(state_dir).start() if NatsServer.available() else None
+    info: dict[str, Any] = {
+        "temporal": temporal.address,
+        "temporal_ui": temporal.ui_url,
+        "kubernetes": kube.server,
+        "kubeconfig": str(kubeconfig),
+        "state_dir": str(state_dir),
+    }
+    if nats is not None:
+        info["nats"] = nats.url
+    pids: dict[str, int] = {}
+    if nats is not None and nats.proc is not None:
+        pids["nats"] = nats.proc.pid
+    pids["localkube"] = kube.proc.pid if kube.proc else 0
+    pids["temporal"] = temporal.proc.pid if temporal.proc else 0
+    # Written before anything can fail, so `agentrun down` always finds what was started.
+    (state_dir / "pids.json").write_text(json.dumps(pids))
+    if in_cluster:
+        _up_in_cluster(state_dir, kubeconfig, info, temporal=temporal, nats=nats,
+                       fallback_poll_seconds=fallback_poll_seconds)
+        procs = [p for p in (temporal.proc, kube.proc, nats.proc if nats else None) if p is not None]
+    else:
+        procs = _up_processes(state_dir, kubeconfig, info, pids, temporal=temporal, nats=nats,
+                              fallback_poll_seconds=fallback_poll_seconds)
+    (state_dir / "endpoints.json").write_text(json.dumps(info, indent=2))
+    print("agentrun is up" + (" (control plane in pods, installed from the Helm chart):" if in_cluster else ":"))
+    for k, v in info.items():
+        if k != "api_token":
+            print(f"  {k:<12} {v}")
+    print(f"  api_token    in {state_dir / 'endpoints.json'}")
+    print(f"  export KUBECONFIG={kubeconfig}")
+    if detach:
+        return 0
+    print("Ctrl-C stops everything.")
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+        print("a process of the stack exited; stopping", file=sys.stderr)
+    except KeyboardInterrupt:
+        pass
+    return down(state_dir)
+
+
+def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids: dict[str, int], *,
+                  temporal: TemporalDevServer, nats: NatsServer | None,
+                  fallback_poll_seconds: int) -> list[subprocess.Popen[bytes]]:
+    """The worker, the bridge and the API as host processes with the admin kubeconfig (the default)."""
+    install_crds(kubeconfig)
     env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
            "AGENTRUN_KUBE__KUBECONFIG": str(kubeconfig),
            "AGENTRUN_FALLBACK_POLL_SECONDS": str(fallback_poll_seconds), "PYTHONUNBUFFERED": "1"}
@@ -86,42 +136,30 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60) -> int
     api_port = free_port()
     api = _spawn("api", [sys.executable, "-m", "api"],
                  {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port)}, state_dir)
-    info: dict[str, Any] = {
-        "temporal": temporal.address,
-        "temporal_ui": temporal.ui_url,
-        "kubernetes": kube.server,
-        "kubeconfig": str(kubeconfig),
-        "api": f"http://127.0.0.1:{api_port}",
-        "api_token": api_token,
-        "state_dir": str(state_dir),
-    }
-    if nats is not None:
-        info["nats"] = nats.url
-    pids = {"api": api.pid, "bridge": bridge.pid, "worker": worker.pid}
-    if nats is not None and nats.proc is not None:
-        pids["nats"] = nats.proc.pid
-    pids["localkube"] = kube.proc.pid if kube.proc else 0
-    pids["temporal"] = temporal.proc.pid if temporal.proc else 0
-    (state_dir / "endpoints.json").write_text(json.dumps(info, indent=2))
+    info["api"] = f"http://127.0.0.1:{api_port}"
+    info["api_token"] = api_token
+    pids.update({"api": api.pid, "bridge": bridge.pid, "worker": worker.pid})
     (state_dir / "pids.json").write_text(json.dumps(pids))
     _wait_healthy(state_dir, worker, bridge)
     wait_port(api_port, timeout=60, proc=api, what="the API")
-    print("agentrun is up:")
-    for k, v in info.items():
-        if k != "api_token":
-            print(f"  {k:<12} {v}")
-    print(f"  api_token    in {state_dir / 'endpoints.json'}")
-    print(f"  export KUBECONFIG={kubeconfig}")
-    if detach:
-        return 0
-    print("Ctrl-C stops everything.")
+    return [worker, bridge, api]
+
+
+def _up_in_cluster(state_dir: Path, kubeconfig: Path, info: dict[str, Any], *, temporal: TemporalDevServer,
+                   nats: NatsServer | None, fallback_poll_seconds: int) -> None:
+    """The control plane as pods of the Helm chart; Temporal, NATS and localkube stay host processes."""
+    values = incluster.chart_values(temporal_address=temporal.address, nats_url=nats.url if nats else "",
+                                    fallback_poll_seconds=fallback_poll_seconds)
+    incluster.install_chart(kubeconfig, values)
+    api = incluster.kube_client(kubeconfig)
     try:
-        while all(p.poll() is None for p in (worker, bridge, api)):
-            time.sleep(0.5)
-        print("a process of the stack exited; stopping", file=sys.stderr)
-    except KeyboardInterrupt:
-        pass
-    return down(state_dir)
+        incluster.wait_available(api)
+        info["api"], info["api_token"] = incluster.api_endpoint(api)
+    finally:
+        api.close()
+    info["mode"] = "in-cluster"
+    info["namespace"] = incluster.NAMESPACE
+    info["audit_log"] = str(state_dir / "audit.log")
 
 
 def _link_kubeconfig(state_dir: Path, target: Path) -> Path:
