@@ -20,3 +20,6 @@ class ApiSettings(WorkerSettings):
     # the admission webhook; both or neither.
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # A second listener, HTTPS with the certificate above, that serves only the admission webhook (and probes);
+    # the API itself then stays plain HTTP on `port` (TLS at the Ingress). 0: one listener serves everything.
+    webhook_port: int = 0
