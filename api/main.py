@@ -23,11 +23,11 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.agentrun import TERMINAL_PHASES
 from models.gate import GateView, Verdict
+from models.settings import user_agent
 from workflows.agent_run import AgentRunWorkflow
 
 from . import admission, schedules
@@ -275,9 +275,8 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         t = temporal
         if t is None:
-            t = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace,
-                                     data_converter=pydantic_data_converter)
-        app.state.agentrun = State(settings, kube or settings.kube.api_client(), t)
+            t = await settings.temporal.connect()
+        app.state.agentrun = State(settings, kube or settings.kube.api_client(user_agent=user_agent("api")), t)
         yield
 
     app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan,

@@ -1,15 +1,19 @@
-"""Settings of the API process (AGENTRUN_ prefix, nested with __)."""
+"""Settings of the API process (AGENTRUN_ prefix, nested with `__`)."""
 
 from __future__ import annotations
 
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from worker.settings import WorkerSettings
+from models.settings import DEFAULT_AGENT_IMAGE, KubeSettings, TemporalSettings
 
 
-class ApiSettings(WorkerSettings):
+class ApiSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENTRUN_", env_nested_delimiter="__", extra="ignore")
 
+    temporal: TemporalSettings = TemporalSettings()
+    kube: KubeSettings = KubeSettings()
+    # The image admission assumes for runs that name none (as the worker does).
+    agent_image: str = DEFAULT_AGENT_IMAGE
     host: str = "127.0.0.1"
     port: int = 8080
     # A file mapping bearer tokens to identities: one "token identity" pair per line (# comments).

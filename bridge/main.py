@@ -20,10 +20,8 @@ import socket
 from typing import Any
 
 from kubernetes import client
-from pydantic_settings import SettingsConfigDict
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -32,13 +30,15 @@ from activities.schedules import ANNOTATION_TICK
 from models.agentrun import TERMINAL_PHASES
 from models.gate import VERDICT_ANNOTATION, parse_annotation
 from models.resolve import RunRef
+from models.settings import user_agent
 from models.steps import JobFinished, StartRun
-from worker.settings import WorkerSettings
+from worker.health import Health
 from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
 
 from .leader import LeaderElector
 from .prune import keep_prune_schedule
 from .schedules import ScheduleSync
+from .settings import BridgeSettings
 from .watch import KindWatcher
 
 log = logging.getLogger("agentrun.bridge")
@@ -46,21 +46,6 @@ GROUP, VERSION = "sympozium.ai", "v1alpha1"
 # A failed event (Temporal or Kubernetes unreachable) is handled again after this backoff.
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
-
-
-class BridgeSettings(WorkerSettings):
-    model_config = SettingsConfigDict(env_prefix="AGENTRUN_", env_nested_delimiter="__", extra="ignore")
-
-    # Namespaces to watch; empty = all.
-    namespaces: list[str] = []
-    lease_namespace: str = "default"
-    lease_name: str = "agentrun-bridge"
-    # A replica that dies without releasing the Lease holds it this long; a follower then takes over.
-    lease_seconds: int = 15
-    lease_renew_seconds: float = 5.0
-    identity: str = ""
-    # How often schedule statuses (nextRunTime) and their Temporal Schedules are checked between events.
-    schedule_resync_seconds: float = 60.0
 
 
 class Bridge:
@@ -298,15 +283,24 @@ class Bridge:
 
 
 async def run(settings: BridgeSettings) -> None:
-    temporal = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace,
-                                    data_converter=pydantic_data_converter)
-    bridge = Bridge(settings, settings.kube.api_client(), temporal)
+    health = Health("bridge")
+    probes = await health.serve(settings.health)
+    temporal = await settings.temporal.connect()
+    bridge = Bridge(settings, settings.kube.api_client(user_agent=user_agent("bridge")), temporal)
+    health.gauges["agentrun_bridge_leader"] = lambda: 1.0 if bridge.elector.is_leader.is_set() else 0.0
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("bridge %s starting", bridge.identity)
-    await bridge.run(stop)
+    # Ready as soon as it takes part in the election: a follower is a healthy standby, not a failing replica.
+    health.ready = True
+    try:
+        await bridge.run(stop)
+    finally:
+        health.ready = False
+        if probes is not None:
+            probes.close()
 
 
 def main() -> int:

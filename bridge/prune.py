@@ -32,7 +32,7 @@ from models.prune import PruneRequest
 from workflows.prune import PruneHistoryWorkflow
 
 if TYPE_CHECKING:
-    from .main import BridgeSettings
+    from .settings import BridgeSettings
 
 log = logging.getLogger("agentrun.bridge.prune")
 # Temporal unreachable while taking the lead: try again with backoff, the bridge keeps working.

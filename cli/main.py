@@ -8,10 +8,23 @@ import os
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from models.settings import TemporalSettings
+
 from . import runs, schedules
 from .up import DEFAULT_STATE_DIR, down, endpoints, up
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+class CliSettings(BaseSettings):
+    """What the CLI reads from the environment: the same Temporal variables as the processes (TLS, API key)."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENTRUN_", env_nested_delimiter="__", extra="ignore")
+
+    temporal: TemporalSettings = TemporalSettings()
 
 
 def _session(args: argparse.Namespace) -> runs.Session:
@@ -111,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("-n", "--namespace", default="default")
     lg.add_argument("--hook")
     _schedule_commands(sub)
+    tp = sub.add_parser("temporal", help="prepare a Temporal namespace for agentrun")
+    tops = tp.add_subparsers(dest="op", required=True)
+    ts = tops.add_parser("setup", help="register the search attributes the workflows use (idempotent); settings "
+                                       "from AGENTRUN_TEMPORAL__* (TLS, API key)")
+    ts.add_argument("--address", help="host:port (default AGENTRUN_TEMPORAL__ADDRESS)")
+    ts.add_argument("--namespace", help="Temporal namespace (default AGENTRUN_TEMPORAL__NAMESPACE)")
     sub.add_parser("worker", help="run the Temporal worker (settings from AGENTRUN_* variables)")
     sub.add_parser("bridge", help="run the bridge (settings from AGENTRUN_* variables)")
     ap = sub.add_parser("api", help="run the HTTP API (settings from AGENTRUN_* variables)")
@@ -141,6 +160,15 @@ def main(argv: list[str] | None = None) -> int:
         return api_main(["--insecure"] if args.insecure else [])
     if args.command == "schedules":
         return _schedules(args)
+    if args.command == "temporal":
+        from .temporal import setup
+
+        try:
+            temporal = CliSettings().temporal
+        except ValidationError as e:
+            raise SystemExit(f"agentrun temporal setup: {e}") from e
+        overrides = {k: v for k, v in (("address", args.address), ("namespace", args.namespace)) if v}
+        return setup(temporal.model_copy(update=overrides))
     s = _session(args)
     if args.command == "apply":
         return runs.apply(s, args.filename, args.namespace, wait=args.wait, timeout=args.timeout)
@@ -148,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         return runs.list_runs(s, None if args.all_namespaces else args.namespace,
                               awaiting_approval=args.awaiting_approval)
     if args.command in ("approve", "reject", "rewrite"):
-        temporal = endpoints(args.state_dir)["temporal"] if (args.state_dir / "endpoints.json").exists() else \
-            os.environ.get("AGENTRUN_TEMPORAL__ADDRESS", "127.0.0.1:7233")
+        temporal = CliSettings().temporal
+        if (args.state_dir / "endpoints.json").exists():
+            temporal = temporal.model_copy(update={"address": endpoints(args.state_dir)["temporal"]})
         return runs.verdict(s, temporal, args.namespace, args.name, args.command, response=args.response,
                             reason=args.reason)
     if args.command == "get":

@@ -13,11 +13,11 @@ from urllib.parse import quote
 import yaml
 from kubernetes import client, config, utils, watch
 from kubernetes.client.rest import ApiException
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.client import WorkflowUpdateFailedError
 
 from models.agentrun import TERMINAL_PHASES
 from models.gate import GateView, Verdict
+from models.settings import TemporalSettings
 from workflows.agent_run import AgentRunWorkflow
 
 GROUP, VERSION = "sympozium.ai", "v1alpha1"
@@ -123,13 +123,13 @@ def _summary(s: Session, run: dict[str, Any]) -> None:
         print(f"temporal: {s.temporal_ui}/namespaces/default/workflows/{quote(st['workflowId'], safe='')}")
 
 
-async def _send_verdict(temporal: str, wid: str, verdict: Verdict) -> GateView:
-    client_ = await Client.connect(temporal, data_converter=pydantic_data_converter)
+async def _send_verdict(temporal: TemporalSettings, wid: str, verdict: Verdict) -> GateView:
+    client_ = await temporal.connect()
     view: GateView = await client_.get_workflow_handle(wid).execute_update(AgentRunWorkflow.submit_verdict, verdict)
     return view
 
 
-def verdict(s: Session, temporal: str, ns: str, name: str, action: str, *, response: str, reason: str) -> int:
+def verdict(s: Session, temporal: TemporalSettings, ns: str, name: str, action: str, *, response: str, reason: str) -> int:
     """Give the run's gate a verdict through a Temporal Update, as the caller's user."""
     if action in ("reject", "rewrite") and not response:
         print(f"{action} needs --response TEXT (the text that replaces the agent's answer)", file=sys.stderr)

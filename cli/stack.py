@@ -18,16 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-VENV_BIN = Path(sys.executable).parent
+from models.search_attributes import SEARCH_ATTRIBUTES
 
-# Search attributes the AgentRun workflows upsert (SPEC §8).
-SEARCH_ATTRIBUTES = {
-    "AgentRunNamespace": "Keyword",
-    "AgentRunName": "Keyword",
-    "AgentName": "Keyword",
-    "AgentRunPhase": "Keyword",
-    "GateState": "Keyword",
-}
+VENV_BIN = Path(sys.executable).parent
 
 # From ../shared/reference/temporal-dev-server.md: these cut idle workflow latency ~4x.
 TEMPORAL_TUNING = [
@@ -75,6 +68,8 @@ class TemporalDevServer:
     port: int = 0
     ui_port: int = 0
     headless: bool = False
+    # Registered with start-up flags (fast); off to test how processes register them on other servers.
+    search_attributes: bool = True
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -105,7 +100,7 @@ class TemporalDevServer:
             args.append("--headless")
         else:
             args += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
-        for name, kind in SEARCH_ATTRIBUTES.items():
+        for name, kind in SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             args += ["--search-attribute", f"{name}={kind}"]
         log = (self.state_dir / "temporal.log").open("ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

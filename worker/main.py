@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 
+from pydantic import ValidationError
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.events import EventActivities
@@ -15,23 +16,29 @@ from activities.kube import KubeActivities
 from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
 from activities.slots import SlotActivities
+from models.search_attributes import (
+    SearchAttributeConflict,
+    SearchAttributesRefused,
+    ensure_search_attributes,
+)
+from models.settings import SettingsError, user_agent
 from workflows.agent_run import AgentRunWorkflow
 from workflows.agent_slots import AgentSlotsWorkflow
 from workflows.prune import PruneHistoryWorkflow
 from workflows.scheduled_run import ScheduledRunWorkflow
 
+from .health import Health
 from .settings import WorkerSettings
 
 log = logging.getLogger("agentrun.worker")
 
 
 async def connect(settings: WorkerSettings) -> Client:
-    return await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace,
-                                data_converter=pydantic_data_converter)
+    return await settings.temporal.connect()
 
 
 def build_worker(client: Client, settings: WorkerSettings) -> Worker:
-    acts = KubeActivities(settings.kube.api_client(), default_image=settings.agent_image,
+    acts = KubeActivities(settings.kube.api_client(user_agent=user_agent("worker")), default_image=settings.agent_image,
                           fallback_poll_seconds=settings.fallback_poll_seconds, qps=settings.kube.qps,
                           burst=settings.kube.burst)
     return Worker(
@@ -47,18 +54,36 @@ def build_worker(client: Client, settings: WorkerSettings) -> Worker:
 
 
 async def run(settings: WorkerSettings) -> None:
+    health = Health("worker")
+    probes = await health.serve(settings.health)
     client = await connect(settings)
+    if settings.setup_search_attributes:
+        added = await ensure_search_attributes(client, settings.temporal.namespace)
+        if added:
+            log.info("registered search attributes %s in namespace %s", ", ".join(added), settings.temporal.namespace)
     worker = build_worker(client, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("worker polling %s on %s", settings.temporal.task_queue, settings.temporal.address)
-    async with worker:
-        await stop.wait()
+    try:
+        async with worker:
+            health.ready = True
+            await stop.wait()
+            health.ready = False
+    finally:
+        if probes is not None:
+            probes.close()
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run(WorkerSettings()))
+    try:
+        asyncio.run(run(WorkerSettings()))
+    except (SearchAttributesRefused, SearchAttributeConflict, SettingsError, ValidationError) as e:
+        # An operator's task, not a crash: one clear message, no traceback.
+        log.error("%s", e)
+        print(f"agentrun worker: {e}", file=sys.stderr)
+        return 1
     return 0

@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.workflow import ActivityCancellationType
 
@@ -28,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
     from models.gate import GateView, Verdict, resolve
     from models.resolve import ResolvedHook, ResolvedRun, RunRef
+    from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
     from models.slots import (
         RELEASE_SIGNAL,
         SLOT_SIGNAL,
@@ -53,11 +53,6 @@ with workflow.unsafe.imports_passed_through():
 
     from . import policies
 
-SA_NAMESPACE = SearchAttributeKey.for_keyword("AgentRunNamespace")
-SA_NAME = SearchAttributeKey.for_keyword("AgentRunName")
-SA_AGENT = SearchAttributeKey.for_keyword("AgentName")
-SA_PHASE = SearchAttributeKey.for_keyword("AgentRunPhase")
-SA_GATE = SearchAttributeKey.for_keyword("GateState")
 
 
 def workflow_id(ref: RunRef) -> str:

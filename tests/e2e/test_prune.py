@@ -29,13 +29,13 @@ from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.prune import PruneActivities
-from bridge.main import BridgeSettings
 from bridge.prune import ensure_prune_schedule, keep_prune_schedule
+from bridge.settings import BridgeSettings, PruneSettings
 from cli.stack import TemporalDevServer, free_port
 from models.prune import PRUNE_SCHEDULE_ID, AgentHistory, PruneRequest, PruneSummary
+from models.settings import TemporalSettings
 from tests.e2e.conftest import TERMINAL, Stack, agent, agent_run
 from tests.waiting import wait_for
-from worker.settings import PruneSettings, TemporalSettings
 from workflows.prune import PruneHistoryWorkflow
 
 T = TypeVar("T")

@@ -1,0 +1,39 @@
+"""Settings of the bridge process (AGENTRUN_ prefix, nested with `__`)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from models.prune import DEFAULT_RUN_HISTORY_LIMIT, PRUNE_SCHEDULE_ID
+from models.settings import HealthSettings, KubeSettings, TemporalSettings
+
+
+class PruneSettings(BaseModel):
+    """Run-history pruning (SPEC §6): a Temporal Schedule the leading bridge keeps up to date."""
+
+    enabled: bool = True
+    # Terminal runs kept per Agent unless the Agent sets spec.agents.default.runHistoryLimit.
+    keep: int = Field(DEFAULT_RUN_HISTORY_LIMIT, ge=0)
+    interval_seconds: int = Field(300, ge=1)
+    # Distinct per installation when several share one Temporal namespace.
+    schedule_id: str = PRUNE_SCHEDULE_ID
+
+
+class BridgeSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENTRUN_", env_nested_delimiter="__", extra="ignore")
+
+    temporal: TemporalSettings = TemporalSettings()
+    kube: KubeSettings = KubeSettings()
+    health: HealthSettings = HealthSettings()
+    # Namespaces to watch; empty = all.
+    namespaces: list[str] = []
+    lease_namespace: str = "default"
+    lease_name: str = "agentrun-bridge"
+    # A replica that dies without releasing the Lease holds it this long; a follower then takes over.
+    lease_seconds: int = 15
+    lease_renew_seconds: float = 5.0
+    identity: str = ""
+    # How often schedule statuses (nextRunTime) and their Temporal Schedules are checked between events.
+    schedule_resync_seconds: float = 60.0
+    prune: PruneSettings = PruneSettings()

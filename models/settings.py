@@ -1,0 +1,149 @@
+"""The connection settings every process shares: Temporal, Kubernetes, NATS, health.
+
+Each process (worker, bridge, API, CLI) has a settings class of its own (`worker/settings.py`,
+`bridge/settings.py`, `api/settings.py`) composed of these groups, so a deployment sets exactly the
+variables a process reads. Variables carry the `AGENTRUN_` prefix and nest with `__`:
+`AGENTRUN_TEMPORAL__ADDRESS`, `AGENTRUN_TEMPORAL__API_KEY_FILE`, `AGENTRUN_KUBE__KUBECONFIG`.
+
+Secrets (the Temporal API key, client keys) are read from files, never from variables: a
+mounted Secret can rotate, and a variable's value shows in `kubectl describe pod`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, model_validator
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+    from temporalio.client import Client
+    from temporalio.service import TLSConfig
+
+
+# Sympozium's agent image, so existing YAML that names no image runs as it did there.
+DEFAULT_AGENT_IMAGE = "ghcr.io/sympozium-ai/sympozium/agent-runner:latest"
+
+
+class SettingsError(ValueError):
+    """A setting that cannot work (a missing file, half a key pair); the message names the variable."""
+
+
+def _read(variable: str, path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise SettingsError(f"{variable}={path}: cannot read it ({e.strerror or e})") from e
+
+
+class TemporalSettings(BaseModel):
+    """Where Temporal is and how to authenticate to it: plain, TLS, mTLS or an API key (Temporal Cloud)."""
+
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "agentrun"
+    # None: TLS when any of the files below is given, else plain (the dev server).
+    tls: bool | None = None
+    # PEM CA bundle for the server's certificate; empty: the system's roots.
+    server_ca_file: str = ""
+    # mTLS: both or neither.
+    client_cert_file: str = ""
+    client_key_file: str = ""
+    # The name the server's certificate is checked against (and sent as SNI), when not the address's host.
+    server_name: str = ""
+    # A file holding an API key (Temporal Cloud), sent with every call; implies TLS.
+    api_key_file: str = ""
+
+    @model_validator(mode="after")
+    def _pairs(self) -> TemporalSettings:
+        if bool(self.client_cert_file) != bool(self.client_key_file):
+            raise SettingsError("mTLS needs both AGENTRUN_TEMPORAL__CLIENT_CERT_FILE and "
+                                "AGENTRUN_TEMPORAL__CLIENT_KEY_FILE (or neither)")
+        if self.tls is False and (self.api_key_file or self.client_cert_file):
+            raise SettingsError("AGENTRUN_TEMPORAL__TLS=false contradicts a client certificate or an API key: both "
+                                "are only ever sent over TLS")
+        return self
+
+    @property
+    def uses_tls(self) -> bool:
+        if self.tls is not None:
+            return self.tls
+        return bool(self.server_ca_file or self.client_cert_file or self.server_name or self.api_key_file)
+
+    def tls_config(self) -> TLSConfig | bool:
+        from temporalio.service import TLSConfig
+
+        if not self.uses_tls:
+            return False
+        return TLSConfig(
+            server_root_ca_cert=_read("AGENTRUN_TEMPORAL__SERVER_CA_FILE", self.server_ca_file)
+            if self.server_ca_file else None,
+            client_cert=_read("AGENTRUN_TEMPORAL__CLIENT_CERT_FILE", self.client_cert_file)
+            if self.client_cert_file else None,
+            client_private_key=_read("AGENTRUN_TEMPORAL__CLIENT_KEY_FILE", self.client_key_file)
+            if self.client_key_file else None,
+            domain=self.server_name or None,
+        )
+
+    def api_key(self) -> str | None:
+        if not self.api_key_file:
+            return None
+        key = _read("AGENTRUN_TEMPORAL__API_KEY_FILE", self.api_key_file).decode().strip()
+        if not key:
+            raise SettingsError(f"AGENTRUN_TEMPORAL__API_KEY_FILE={self.api_key_file}: the file is empty")
+        return key
+
+    async def connect(self, *, lazy: bool = False) -> Client:
+        """The one way every process and the CLI connect (pydantic payloads, TLS and API key as set)."""
+        from temporalio.client import Client
+        from temporalio.contrib.pydantic import pydantic_data_converter
+
+        return await Client.connect(self.address, namespace=self.namespace, data_converter=pydantic_data_converter,
+                                    tls=self.tls_config(), api_key=self.api_key(), lazy=lazy)
+
+
+class KubeSettings(BaseModel):
+    # Empty: in-cluster config when running in a pod, else the default kubeconfig (KUBECONFIG).
+    kubeconfig: str = ""
+    qps: float = 50.0
+    burst: int = 100
+
+    def api_client(self, *, user_agent: str = "") -> ApiClient:
+        """A client whose User-Agent names the process, so the API server's audit log tells them apart."""
+        from kubernetes import client, config
+
+        if self.kubeconfig:
+            api = config.new_client_from_config(self.kubeconfig)
+        else:
+            try:
+                config.load_incluster_config()
+                api = client.ApiClient()
+            except config.ConfigException:
+                api = config.new_client_from_config()
+        if user_agent:
+            api.user_agent = user_agent
+        return api
+
+
+class NatsSettings(BaseModel):
+    # Empty: events are not published (runs are unaffected either way).
+    url: str = ""
+
+
+class HealthSettings(BaseModel):
+    """The probe and metrics listener of the worker and the bridge (the API serves its own on its port)."""
+
+    host: str = "127.0.0.1"
+    # 0: no listener (the embedded stack runs several processes on one host).
+    port: int = 0
+
+
+def user_agent(component: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("agentrun")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+        v = "dev"
+    return f"agentrun-{component}/{v}"
