@@ -168,12 +168,16 @@ def render(crd: dict[str, Any]) -> str:
         crd, sort_keys=False, allow_unicode=True, width=120)
 
 
+# Where the manifests live: the plain install and the Helm chart's crds/ (Helm installs those before templates).
+CRD_DIRS = ("deploy/crds", "deploy/chart/agentrun/crds")
+
+
 def main(argv: list[str]) -> int:
-    out = Path(argv[0] if argv else "deploy/crds")
-    out.mkdir(parents=True, exist_ok=True)
-    for name, crd in all_crds().items():
-        (out / name).write_text(render(crd))
-        print(f"wrote {out / name}")
+    for out in map(Path, argv or CRD_DIRS):
+        out.mkdir(parents=True, exist_ok=True)
+        for name, crd in all_crds().items():
+            (out / name).write_text(render(crd))
+            print(f"wrote {out / name}")
     return 0
 
 

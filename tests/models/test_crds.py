@@ -14,19 +14,22 @@ from kubernetes.client.rest import ApiException
 from cli.up import install_crds
 from localkube.schema import check_structural
 from localkube.testing import Handle
-from models.crds import all_crds, render
+from models.crds import CRD_DIRS, all_crds, render
 from tests.conftest import Kubectl
 from tests.waiting import wait_for
 
-CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+ROOT = Path(__file__).resolve().parents[2]
+CRD_DIR = ROOT / "deploy" / "crds"
 
 
-def test_manifests_on_disk_match_the_models() -> None:
+@pytest.mark.parametrize("directory", CRD_DIRS)
+def test_manifests_on_disk_match_the_models(directory: str) -> None:
     generated = all_crds()
-    on_disk = {p.name for p in CRD_DIR.glob("*.yaml")}
-    assert on_disk == set(generated), "run `python -m models.crds deploy/crds`"
+    on_disk = {p.name for p in (ROOT / directory).glob("*.yaml")}
+    assert on_disk == set(generated), "run `python -m models.crds`"
     for name, crd in generated.items():
-        assert (CRD_DIR / name).read_text() == render(crd), f"{name} drifted from models/; regenerate it"
+        assert (ROOT / directory / name).read_text() == render(crd), f"{directory}/{name} drifted from models/; " \
+                                                                      "regenerate with `python -m models.crds`"
 
 
 @pytest.mark.parametrize("name", sorted(all_crds()))

@@ -1,0 +1,311 @@
+"""The Helm chart through Helm's own engine (helm-python-sdk binds Helm's Go library): strict lint, a render
+for every combination of values users pick, and claims about what it renders — restricted pods, least-privilege
+RBAC matching what the code calls, the environment each process reads, the webhook's certificate."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+from cryptography import x509
+
+from models.crds import all_crds, render
+
+CHART = Path(__file__).resolve().parents[2] / "deploy" / "chart" / "agentrun"
+NS = "agentrun-system"
+
+Doc = dict[str, Any]
+
+# What each component's code asks of the Kubernetes API: (apiGroup, resource, verb), in every served namespace.
+# Derived from the client calls (grep `_namespaced_`/`_custom_object` in activities/, bridge/, api/); the chart's
+# rules must grant exactly these — nothing more (least privilege), nothing less (the process would fail).
+NEEDS: dict[str, set[tuple[str, str, str]]] = {
+    "worker": {
+        *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "create", "patch", "delete")),  # kube/schedules/prune
+        ("sympozium.ai", "agentruns/status", "patch"),  # activities/kube.py status writes
+        *(("sympozium.ai", r, v) for r in ("agents", "sympoziuminstances") for v in ("get", "list")),  # resolve, prune
+        ("sympozium.ai", "sympoziumpolicies", "get"),  # models/evaluate.py
+        ("sympozium.ai", "sympoziumschedules", "get"),  # activities/schedules.py reads its schedule
+        ("sympozium.ai", "sympoziumschedules/status", "patch"),  # ... and records its ticks
+        *(("batch", "jobs", v) for v in ("get", "list", "create", "delete")),  # the run's three Jobs
+        ("", "pods", "list"), ("", "pods/log", "get"),  # exit codes and the agent's result
+        *(("", r, v) for r in ("persistentvolumeclaims", "serviceaccounts") for v in ("get", "create", "delete")),
+        *(("rbac.authorization.k8s.io", r, v) for r in ("roles", "rolebindings") for v in ("get", "create", "delete")),
+        # worker.grantableRules (default): what lifecycle Roles may grant
+        *(("", "configmaps", v) for v in ("get", "list", "create", "patch", "delete")),
+    },
+    "bridge": {
+        *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "watch", "patch")),  # watch, finalizer cleanup
+        *(("sympozium.ai", "sympoziumschedules", v) for v in ("list", "watch", "patch")),
+        ("sympozium.ai", "sympoziumschedules/status", "patch"),
+        ("batch", "jobs", "list"), ("batch", "jobs", "watch"),
+    },
+    "api": {
+        *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "create", "delete")),
+        *(("sympozium.ai", r, "get") for r in ("agents", "sympoziuminstances", "sympoziumpolicies")),
+        *(("sympozium.ai", "sympoziumschedules", v) for v in ("get", "list", "create", "patch", "delete")),
+    },
+}
+# Only in the release's namespace: bridge/leader.py's Lease.
+LEASE = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "patch")}
+
+ENV = {
+    "common": {"AGENTRUN_TEMPORAL__ADDRESS", "AGENTRUN_TEMPORAL__NAMESPACE", "AGENTRUN_TEMPORAL__TASK_QUEUE",
+               "AGENTRUN_TEMPORAL__TLS", "AGENTRUN_KUBE__KUBECONFIG", "AGENTRUN_KUBE__QPS", "AGENTRUN_KUBE__BURST"},
+    "worker": {"AGENTRUN_NATS__URL", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_FALLBACK_POLL_SECONDS",
+               "AGENTRUN_MAX_CONCURRENT_ACTIVITIES", "AGENTRUN_MAX_CACHED_WORKFLOWS", "AGENTRUN_SETUP_SEARCH_ATTRIBUTES",
+               "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT"},
+    "bridge": {"AGENTRUN_NAMESPACES", "AGENTRUN_LEASE_NAMESPACE", "AGENTRUN_LEASE_NAME", "AGENTRUN_LEASE_SECONDS",
+               "AGENTRUN_IDENTITY", "AGENTRUN_SCHEDULE_RESYNC_SECONDS", "AGENTRUN_PRUNE__ENABLED", "AGENTRUN_PRUNE__KEEP",
+               "AGENTRUN_PRUNE__INTERVAL_SECONDS", "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT"},
+    "api": {"AGENTRUN_HOST", "AGENTRUN_PORT", "AGENTRUN_TOKEN_FILE", "AGENTRUN_AGENT_IMAGE"},
+}
+
+TLS_ALL = {"temporal": {"address": "ns.acct.tmprl.cloud:7233", "tls": {"existingSecret": "temporal-mtls",
+                                                                       "serverCA": True, "clientCert": True,
+                                                                       "serverName": "ns.acct.tmprl.cloud"},
+                        "apiKey": {"existingSecret": "temporal-key"}, "setupJob": {"enabled": True}}}
+MATRIX: dict[str, list[dict[str, Any]]] = {
+    "namespaces": [{}, {"watchNamespaces": ["team-a", "team-b"]}],
+    "webhook": [{}, {"webhook": {"enabled": False}}, {"webhook": {"certManager": {"enabled": True}}}],
+    "temporal": [{}, TLS_ALL, {"temporal": {"address": "t:7233", "apiKey": {"existingSecret": "k", "key": "key"}}}],
+    "extras": [{}, {"networkPolicy": {"enabled": True}, "serviceMonitor": {"enabled": True}, "listenOnPodIP": True,
+                    "api": {"ingress": {"enabled": True, "tlsSecret": "api-tls"}}}],
+}
+
+
+def merge(*parts: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in parts:
+        for k, v in part.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+COMBINATIONS = [merge(*combo) for combo in itertools.product(*MATRIX.values())]
+
+
+@pytest.fixture(scope="module")
+def chart() -> Iterator[helm.Chart]:
+    c = helm.Chart.load(str(CHART))
+    yield c
+    c.close()
+
+
+def rendered(chart: helm.Chart, values: dict[str, Any]) -> list[Doc]:
+    out = chart.render(values, name="agentrun", namespace=NS, is_install=True)
+    return [d for path, text in sorted(out.items()) if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d]
+
+
+def of(docs: list[Doc], kind: str) -> list[Doc]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def pod_specs(docs: list[Doc]) -> list[tuple[str, Doc]]:
+    return [(d["metadata"]["name"], d["spec"]["template"]["spec"]) for d in docs if d["kind"] in ("Deployment", "Job")]
+
+
+def component_env(docs: list[Doc], component: str) -> dict[str, Any]:
+    dep = next(d for d in of(docs, "Deployment") if d["metadata"]["name"] == f"agentrun-{component}")
+    return {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def granted(docs: list[Doc], component: str, namespace: str | None) -> set[tuple[str, str, str]]:
+    kind = "ClusterRole" if namespace is None else "Role"
+    roles = [d for d in of(docs, kind) if d["metadata"]["name"] == f"agentrun-{component}"
+             and d["metadata"].get("namespace") == namespace]
+    assert len(roles) == 1, f"{kind} agentrun-{component} in {namespace}"
+    return {(g, r, v) for rule in roles[0]["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}
+
+
+def test_the_chart_passes_helms_strict_lint() -> None:
+    for values in ({}, COMBINATIONS[-1]):
+        report = helm.lint(str(CHART), values, strict=True, namespace=NS)
+        assert report["errors"] == [], report
+        assert [m for m in report["messages"] if m["severity"] >= 2] == [], report
+
+
+@pytest.mark.parametrize("values", COMBINATIONS, ids=[f"combo{i}" for i in range(len(COMBINATIONS))])
+def test_every_pod_is_restricted_resourced_and_probed(chart: helm.Chart, values: dict[str, Any]) -> None:
+    docs = rendered(chart, values)
+    specs = pod_specs(docs)
+    assert {n for n, _ in specs} >= {"agentrun-worker", "agentrun-bridge", "agentrun-api"}
+    for name, spec in specs:
+        assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                           "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}}, name
+        for c in spec["containers"]:
+            assert c["securityContext"] == {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                                            "privileged": False, "capabilities": {"drop": ["ALL"]}}, name
+            assert c["resources"]["requests"] and c["resources"]["limits"], name
+            mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
+            assert "/tmp" in mounts, f"{name}: a read-only root needs a writable /tmp"
+            volumes = {v["name"] for v in spec.get("volumes", [])}
+            assert {m["name"] for m in c.get("volumeMounts", [])} <= volumes, name
+            if name.startswith("agentrun-") and spec.get("restartPolicy", "Always") == "Always":
+                ports = {p["name"] for p in c["ports"]}
+                for probe in ("livenessProbe", "readinessProbe"):
+                    assert c[probe]["httpGet"]["port"] in ports, f"{name} {probe}"
+
+
+@pytest.mark.parametrize("values", COMBINATIONS, ids=[f"combo{i}" for i in range(len(COMBINATIONS))])
+def test_no_role_has_a_wildcard_or_an_escalating_verb(chart: helm.Chart, values: dict[str, Any]) -> None:
+    docs = rendered(chart, values)
+    roles = of(docs, "Role") + of(docs, "ClusterRole")
+    assert roles
+    for role in roles:
+        for rule in role["rules"]:
+            for key in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[key], (role["metadata"]["name"], rule)
+            assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), (role["metadata"]["name"], rule)
+
+
+def test_cluster_wide_rbac_is_exactly_what_the_code_calls(chart: helm.Chart) -> None:
+    docs = rendered(chart, {})
+    for component, needs in NEEDS.items():
+        assert granted(docs, component, None) == needs, component
+    assert not of(docs, "Role") or all(r["metadata"]["namespace"] == NS for r in of(docs, "Role"))
+    lease = of(docs, "Role")
+    assert {(g, r, v) for role in lease for rule in role["rules"] for g in rule["apiGroups"]
+            for r in rule["resources"] for v in rule["verbs"]} == LEASE
+
+
+def test_listed_namespaces_get_roles_and_no_cluster_roles(chart: helm.Chart) -> None:
+    docs = rendered(chart, {"watchNamespaces": ["team-a", "team-b"]})
+    assert of(docs, "ClusterRole") == [] and of(docs, "ClusterRoleBinding") == []
+    for ns in ("team-a", "team-b"):
+        for component, needs in NEEDS.items():
+            assert granted(docs, component, ns) == needs, (component, ns)
+        binding = next(b for b in of(docs, "RoleBinding") if b["metadata"] == {**b["metadata"], "namespace": ns,
+                                                                                 "name": "agentrun-worker"})
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "agentrun-worker", "namespace": NS}]
+        agent_sa = next(s for s in of(docs, "ServiceAccount") if s["metadata"].get("namespace") == ns)
+        assert agent_sa["metadata"]["name"] == "sympozium-agent"
+        assert agent_sa["automountServiceAccountToken"] is False
+    assert component_env(docs, "bridge")["AGENTRUN_NAMESPACES"]["value"] == '["team-a","team-b"]'
+    hook = of(docs, "ValidatingWebhookConfiguration")[0]["webhooks"][0]
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a", "team-b"]
+
+
+def test_each_process_gets_exactly_the_variables_it_reads(chart: helm.Chart) -> None:
+    docs = rendered(chart, {})
+    for component in ("worker", "bridge", "api"):
+        env = component_env(docs, component)
+        assert ENV["common"] | ENV[component] <= set(env), component
+        assert env["AGENTRUN_KUBE__KUBECONFIG"]["value"] == "", "in-cluster configuration"
+        assert env["AGENTRUN_TEMPORAL__TLS"]["value"] == "false"
+    bridge = component_env(docs, "bridge")
+    assert bridge["AGENTRUN_LEASE_NAMESPACE"]["value"] == NS
+    assert bridge["AGENTRUN_IDENTITY"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert bridge["AGENTRUN_NAMESPACES"]["value"] == "[]"
+    assert component_env(docs, "worker")["AGENTRUN_AGENT_IMAGE"]["value"] == "agentrun-agent:0.1.0"
+    assert component_env(docs, "api")["AGENTRUN_HOST"]["value"] == "0.0.0.0"
+    # The Lease Role names the Lease the bridge uses.
+    lease_role = next(r for r in of(docs, "Role") if r["metadata"]["name"] == "agentrun-bridge-lease")
+    names = {n for rule in lease_role["rules"] for n in rule.get("resourceNames", [])}
+    assert names == {bridge["AGENTRUN_LEASE_NAME"]["value"]}
+
+
+def test_temporal_tls_files_point_into_the_mounted_secrets(chart: helm.Chart) -> None:
+    docs = rendered(chart, TLS_ALL)
+    for name, spec in pod_specs(docs):
+        c = spec["containers"][0]
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert env["AGENTRUN_TEMPORAL__TLS"] == "true", name
+        assert env["AGENTRUN_TEMPORAL__SERVER_NAME"] == "ns.acct.tmprl.cloud"
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        volumes = {v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v}
+        for var, volume, secret, key in (
+                ("AGENTRUN_TEMPORAL__SERVER_CA_FILE", "temporal-tls", "temporal-mtls", "ca.crt"),
+                ("AGENTRUN_TEMPORAL__CLIENT_CERT_FILE", "temporal-tls", "temporal-mtls", "tls.crt"),
+                ("AGENTRUN_TEMPORAL__CLIENT_KEY_FILE", "temporal-tls", "temporal-mtls", "tls.key"),
+                ("AGENTRUN_TEMPORAL__API_KEY_FILE", "temporal-api-key", "temporal-key", "api-key")):
+            assert env[var] == f"{mounts[volume]}/{key}", (name, var)
+            assert volumes[volume]["secretName"] == secret
+    job = next(d for d in of(docs, "Job") if d["metadata"]["name"] == "agentrun-temporal-setup")
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["temporal", "setup"]
+    assert "post-install" in job["metadata"]["annotations"]["helm.sh/hook"]
+
+
+def test_the_generated_webhook_certificate_is_trusted_by_the_registration(chart: helm.Chart) -> None:
+    docs = rendered(chart, {})
+    secret = next(s for s in of(docs, "Secret") if s["metadata"]["name"] == "agentrun-webhook-tls")
+    hook = of(docs, "ValidatingWebhookConfiguration")[0]["webhooks"][0]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    assert hook["clientConfig"]["service"] == {"name": "agentrun-api", "namespace": NS, "port": 443,
+                                               "path": "/admission/agentruns"}
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert f"agentrun-api.{NS}.svc" in names
+    service = next(s for s in of(docs, "Service") if s["metadata"]["name"] == "agentrun-api")
+    assert {(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]} == {
+        ("http", 80, "http"), ("webhook", 443, "webhook")}
+    api = component_env(docs, "api")
+    assert api["AGENTRUN_WEBHOOK_PORT"]["value"] == "8443"
+    assert api["AGENTRUN_TLS_CERT_FILE"]["value"] == "/etc/agentrun/webhook-tls/tls.crt"
+
+
+def test_cert_manager_issues_the_certificate_and_injects_its_ca(chart: helm.Chart) -> None:
+    docs = rendered(chart, {"webhook": {"certManager": {"enabled": True}}})
+    assert not [s for s in of(docs, "Secret") if s["metadata"]["name"] == "agentrun-webhook-tls"]
+    cert = of(docs, "Certificate")[0]
+    assert cert["spec"]["secretName"] == "agentrun-webhook-tls"
+    assert f"agentrun-api.{NS}.svc" in cert["spec"]["dnsNames"]
+    vwc = of(docs, "ValidatingWebhookConfiguration")[0]
+    assert vwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NS}/agentrun-webhook-tls"
+    assert "caBundle" not in vwc["webhooks"][0]["clientConfig"]
+
+
+def test_without_the_webhook_nothing_of_it_is_rendered(chart: helm.Chart) -> None:
+    docs = rendered(chart, {"webhook": {"enabled": False}})
+    assert of(docs, "ValidatingWebhookConfiguration") == []
+    assert "AGENTRUN_WEBHOOK_PORT" not in component_env(docs, "api")
+    service = next(s for s in of(docs, "Service") if s["metadata"]["name"] == "agentrun-api")
+    assert [p["name"] for p in service["spec"]["ports"]] == ["http"]
+
+
+def test_the_bridge_runs_two_replicas_under_a_disruption_budget(chart: helm.Chart) -> None:
+    docs = rendered(chart, {})
+    bridge = next(d for d in of(docs, "Deployment") if d["metadata"]["name"] == "agentrun-bridge")
+    assert bridge["spec"]["replicas"] == 2
+    pdb = next(p for p in of(docs, "PodDisruptionBudget") if p["metadata"]["name"] == "agentrun-bridge")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == bridge["spec"]["selector"]["matchLabels"]
+
+
+def test_optional_network_policies_and_service_monitor(chart: helm.Chart) -> None:
+    docs = rendered(chart, MATRIX["extras"][1])
+    assert {p["metadata"]["name"] for p in of(docs, "NetworkPolicy")} == {
+        "agentrun-default-deny", "agentrun-api", "agentrun-metrics"}
+    assert of(docs, "ServiceMonitor") and of(docs, "Ingress")
+    assert component_env(docs, "api")["AGENTRUN_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert of(rendered(chart, {}), "NetworkPolicy") == [] and of(rendered(chart, {}), "ServiceMonitor") == []
+
+
+@pytest.mark.parametrize(("values", "complaint"), [
+    ({"webhok": {"enabled": False}}, "webhok"),
+    ({"webhook": {"failurePolicy": "Sometimes"}}, "failurePolicy"),
+    ({"temporal": {"address": "no-port"}}, "address"),
+    ({"watchNamespaces": ["Not_A_Namespace"]}, "watchNamespaces"),
+    ({"worker": {"grantableRules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["*"]}]}}, "verbs"),
+])
+def test_bad_values_are_refused_by_the_schema_naming_the_field(chart: helm.Chart, values: dict[str, Any],
+                                                                complaint: str) -> None:
+    with pytest.raises(helm.HelmError) as e:
+        chart.render(values, name="agentrun", namespace=NS, is_install=True)
+    assert complaint in str(e.value)
+
+
+def test_the_charts_crds_are_the_generated_ones() -> None:
+    generated = all_crds()
+    assert {p.name for p in (CHART / "crds").glob("*.yaml")} == set(generated)
+    for name, crd in generated.items():
+        assert (CHART / "crds" / name).read_text() == render(crd)
