@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="base of the exponential delay before a failed Job pod is replaced")
     serve.add_argument("--image-map", type=Path,
                        help="YAML mapping image name -> entrypoint argv, for containers without a command")
+    serve.add_argument("--audit-log", type=Path,
+                       help="append one JSON line per request (user, userAgent, method, path, code) to this file")
     args = parser.parse_args(argv)
 
     state_dir: Path = args.state_dir.resolve()
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         image_map = {str(k): [str(x) for x in v] for k, v in loaded.items()}
     lk = LocalKube(Options(state_dir=state_dir, port=args.port, persist=args.persist, max_pods=args.max_pods,
-                           job_backoff_seconds=args.job_backoff_seconds, image_map=image_map))
+                           job_backoff_seconds=args.job_backoff_seconds, image_map=image_map,
+                           audit_log=args.audit_log.resolve() if args.audit_log else None))
 
     async def run() -> None:
         loop = asyncio.get_running_loop()

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import network, webhook_config, workloads
 from . import patch as patchmod
 from . import schema as schemamod
-from . import webhook_config
 from .errors import (
     StatusError,
     already_exists,
@@ -695,6 +695,10 @@ class APIServer:
             self._default_pod(obj, ctx)
         elif kind == "Job":
             self._default_job(obj)
+        elif kind in ("Deployment", "ReplicaSet"):
+            workloads.set_defaults(obj)
+        elif kind == "Service":
+            network.default_service(obj, self.store.select(network.SERVICES))
         elif kind == "PersistentVolumeClaim":
             spec = obj.setdefault("spec", {})
             if "storageClassName" not in spec:
@@ -725,6 +729,10 @@ class APIServer:
             self._crd_status(new)
         if rt.key == webhook_config.CONFIG_KEY:
             webhook_config.set_defaults(new)
+        if rt.kind in ("Deployment", "ReplicaSet") and subresource != "status":
+            workloads.set_defaults(new)
+        if rt.kind == "Service" and subresource != "status":
+            network.keep_cluster_ip(new, old)
         if rt.kind == "Namespace" and subresource != "status":
             new["spec"] = deep(old.get("spec", {}))
             if subresource == "finalize":
@@ -891,6 +899,10 @@ class APIServer:
                 causes += self._validate_pod_update(obj, old)
         elif kind == "Job":
             causes += self._validate_job(obj, old)
+        elif kind in ("Deployment", "ReplicaSet"):
+            causes += workloads.validate(obj, old)
+        elif kind == "Service":
+            causes += network.validate_service(obj)
         elif kind == "PersistentVolumeClaim":
             causes += self._validate_pvc(obj, old)
         elif kind in ("ConfigMap", "Secret"):

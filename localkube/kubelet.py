@@ -38,10 +38,13 @@ from typing import Any
 
 import yaml
 
+from . import probes
 from .apiserver import INTERNAL, APIServer
 from .controllers import PVCController, record_event
 from .errors import StatusError, bad_request
+from .network import allocate_pod_ip
 from .server import Auth, LogSource
+from .services import HostsFiles
 from .store import DELETED, Event, Obj
 from .util import deep, now, parse_time, rfc3339, set_condition
 
@@ -207,6 +210,7 @@ class Kubelet(LogSource):
         max_pods: int = 16,
         image_map: dict[str, list[str]] | None = None,
         bwrap: str | None = None,
+        hosts: HostsFiles | None = None,
     ) -> None:
         self.api = api
         self.auth = auth
@@ -222,6 +226,9 @@ class Kubelet(LogSource):
         self._queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self.venv_bin = str(Path(sys.executable).parent)
+        self.hosts = hosts
+        # Each running pod's own address (network.POD_NET), released when the pod's run ends.
+        self.pod_ips: dict[str, str] = {}
         api.store.add_listener(self._on_event)
         api.on_pod_terminating = self._on_terminating
 
@@ -368,6 +375,7 @@ class Kubelet(LogSource):
                 phase="Failed", reason="KubeletError", message=msg))
         finally:
             run.done.set()
+            self.pod_ips.pop(run.uid, None)
             for c in run.containers.values():
                 c.finished.set()
                 c.changed.set()
@@ -386,12 +394,15 @@ class Kubelet(LogSource):
         mains = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
         start = rfc3339()
 
+        pod_ip = self.pod_ips.get(run.uid) or allocate_pod_ip(self.pod_ips.values())
+        self.pod_ips[run.uid] = pod_ip
+
         def initial(st: Obj) -> None:
             st["phase"] = "Pending"
             st["hostIP"] = "127.0.0.1"
             st["hostIPs"] = [{"ip": "127.0.0.1"}]
-            st["podIP"] = "127.0.0.1"
-            st["podIPs"] = [{"ip": "127.0.0.1"}]
+            st["podIP"] = pod_ip
+            st["podIPs"] = [{"ip": pod_ip}]
             st["startTime"] = start
             conds = st.setdefault("conditions", [])
             set_condition(conds, "PodReadyToStartContainers", "True")
@@ -665,9 +676,10 @@ class Kubelet(LogSource):
             "metadata.uid": m.get("uid", ""),
             "spec.serviceAccountName": pod["spec"].get("serviceAccountName", ""),
             "spec.nodeName": NODE_NAME,
-            "status.podIP": "127.0.0.1",
+            "status.podIP": self.pod_ips.get(m.get("uid", ""), "127.0.0.1"),
             "status.hostIP": "127.0.0.1",
-            "status.podIPs": "127.0.0.1",
+            "status.podIPs": self.pod_ips.get(m.get("uid", ""), "127.0.0.1"),
+            "status.hostIPs": "127.0.0.1",
         }
         if path in simple:
             return str(simple[path])
@@ -687,6 +699,7 @@ class Kubelet(LogSource):
             "HOME": "/root",
             "KUBERNETES_SERVICE_HOST": "127.0.0.1",
             "KUBERNETES_SERVICE_PORT": self.server_url.rsplit(":", 1)[-1],
+            "KUBERNETES_SERVICE_PORT_HTTPS": self.server_url.rsplit(":", 1)[-1],
             "KUBECONFIG": f"{TOKEN_DIR_IN_POD}/kubeconfig",
         }
         for src in c.get("envFrom") or []:
@@ -769,6 +782,9 @@ class Kubelet(LogSource):
         token_dir = run.dir / "localkube"
         token_dir.mkdir(parents=True, exist_ok=True)
         targets.setdefault(TOKEN_DIR_IN_POD, (token_dir, True))
+        if self.hosts is not None and not pod["spec"].get("hostNetwork"):
+            # Service names resolve through the pod's /etc/hosts (no DNS server): see network.py.
+            targets.setdefault("/etc/hosts", (self.hosts.path(run.namespace), True))
         resolved: dict[str, tuple[Path, bool]] = {}
         for target, spec in targets.items():
             top = "/" + target.strip("/").split("/")[0]
@@ -854,9 +870,13 @@ class Kubelet(LogSource):
                 os.killpg(proc.pid, signal.SIGKILL)
         cid = f"localkube://{run.uid[:8]}-{cname}-{restart_count}"
 
+        probed = not init and any(c.get(k) for k in ("readinessProbe", "livenessProbe", "startupProbe"))
+
         def running(st: Obj) -> None:
-            self._container_status(st, init, c, state={"running": {"startedAt": started}}, started=True,
-                                   ready=not init, containerID=cid)
+            # Ready at once unless a readiness (or startup) probe has to say so first.
+            ready = not init and not c.get("readinessProbe") and not c.get("startupProbe")
+            self._container_status(st, init, c, state={"running": {"startedAt": started}},
+                                   started=not c.get("startupProbe"), ready=ready, containerID=cid)
             if not init:
                 st["phase"] = "Running"
                 statuses = st.get("containerStatuses") or []
@@ -867,8 +887,15 @@ class Kubelet(LogSource):
 
         self._write_status(ns, name, running)
         record_event(self.api, pod, "Started", f"Started container {cname}", component="kubelet")
-        await self._pump(proc, cr)
-        code = await proc.wait()
+        prober = asyncio.create_task(probes.run(self, run, pod, c, proc, mounts)) if probed else None
+        try:
+            await self._pump(proc, cr)
+            code = await proc.wait()
+        finally:
+            if prober is not None:
+                prober.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await prober
         if code < 0:
             code = 128 - code  # killed by signal N: 128+N, as container runtimes report
         finished = rfc3339()

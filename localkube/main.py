@@ -20,11 +20,13 @@ import yaml
 from .apiserver import INTERNAL, APIServer
 from .certs import ensure_tls
 from .controllers import JobController, NamespaceController, PVCController
+from .deployments import DeploymentController, ReplicaSetController
 from .errors import StatusError
 from .kubelet import Kubelet
 from .rbac import default_cluster_role_bindings, default_cluster_roles
 from .registry import Registry
 from .server import App, Auth
+from .services import EndpointsController, HostsFiles, ServiceProxy
 from .store import Store
 
 log = logging.getLogger("localkube")
@@ -40,6 +42,8 @@ class Options:
     job_backoff_seconds: float = 10.0
     bookmark_interval: float = 5.0
     image_map: dict[str, list[str]] = field(default_factory=dict)
+    # JSON lines, one per request: the user it authenticated as, its User-Agent, method, path, code.
+    audit_log: Path | None = None
 
 
 def write_kubeconfig(path: Path, server: str, token: str, ca_pem: str, *, namespace: str = "default") -> None:
@@ -101,16 +105,27 @@ class LocalKube:
         pvcs = PVCController(api, opts.state_dir / "volumes")
         namespaces = NamespaceController(api, tls.ca_pem)
         jobs = JobController(api, backoff_base=opts.job_backoff_seconds)
+        replicasets = ReplicaSetController(api)
+        deployments = DeploymentController(api)
+        endpoints = EndpointsController(api)
+        proxy = ServiceProxy(api)
+        hosts = HostsFiles(api, opts.state_dir / "dns")
         kubelet = Kubelet(api, auth, pvcs, opts.state_dir, server_url=url, ca_pem=tls.ca_pem, max_pods=opts.max_pods,
-                          image_map=opts.image_map)
+                          image_map=opts.image_map, hosts=hosts)
         app = App(api, auth, logs=kubelet, bookmark_interval=opts.bookmark_interval)
         app.host = f"127.0.0.1:{self.port}"
+        audit = opts.audit_log.open("a", buffering=1) if opts.audit_log is not None else None
+        app.audit = audit
         self.app = app
         self.api = api
         api.start()
         namespaces.start()
         pvcs.start()
         jobs.start()
+        replicasets.start()
+        deployments.start()
+        endpoints.start()
+        proxy.start()
         kubelet.start()
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
@@ -136,11 +151,14 @@ class LocalKube:
             app.stop_streams()
             server.should_exit = True
             await kubelet.stop()
+            await proxy.stop()
             await serve_task
-            for c in (jobs, pvcs, namespaces):
+            for c in (jobs, pvcs, namespaces, replicasets, deployments, endpoints):
                 await c.queue.stop()
             await api.stop()
             store.close()
+            if audit is not None:
+                audit.close()
 
     def _load_auth(self) -> Auth:
         """With --persist the admin token survives restarts, so existing kubeconfigs keep working."""

@@ -98,10 +98,23 @@ def _builtin() -> list[ResourceType]:
                      subresources=("status", "log")),
         ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short_names=("pvc",),
                      subresources=("status",), generation=False),
+        ResourceType("", "v1", "services", "Service", short_names=("svc",), categories=("all",),
+                     subresources=("status",), generation=False, name_rule="label"),
+        ResourceType("", "v1", "endpoints", "Endpoints", short_names=("ep",), generation=False),
     ]
     others = [
         ResourceType("batch", "v1", "jobs", "Job", categories=("all",), subresources=("status",),
                      default_propagation="Orphan"),
+        ResourceType("apps", "v1", "deployments", "Deployment", short_names=("deploy",), categories=("all",),
+                     subresources=("status",)),
+        ResourceType("apps", "v1", "replicasets", "ReplicaSet", short_names=("rs",), categories=("all",),
+                     subresources=("status",)),
+        # Stored and served, not enforced (localkube has no evictions, no network policy, no ingress controller).
+        ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=("pdb",),
+                     subresources=("status",)),
+        ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short_names=("netpol",)),
+        ResourceType("networking.k8s.io", "v1", "ingresses", "Ingress", short_names=("ing",),
+                     subresources=("status",)),
         ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", generation=False, name_rule="path"),
         ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", generation=False,
                      name_rule="path"),
@@ -125,10 +138,13 @@ def _builtin() -> list[ResourceType]:
 # Group versions the real server always lists, in its preferred order.
 GROUP_ORDER = [
     "",
+    "apps",
     "admissionregistration.k8s.io",
     "apiextensions.k8s.io",
     "authorization.k8s.io",
     "batch",
+    "networking.k8s.io",
+    "policy",
     "coordination.k8s.io",
     "rbac.authorization.k8s.io",
     "storage.k8s.io",

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import IO, Any, TypeVar, cast
 from urllib.parse import parse_qs
 
 import yaml
@@ -38,6 +38,7 @@ from .selectors import (
     supported_fields,
 )
 from .store import ADDED, DELETED, Event, Expired, Obj, object_rv
+from .util import rfc3339_micro
 from .webhooks import MAX_ADMISSION_ATTEMPTS, Pending
 
 log = logging.getLogger("localkube.server")
@@ -346,6 +347,8 @@ class App:
         self.stats: Counter[str] = Counter()
         self.host = "127.0.0.1"
         self._stopping = asyncio.Event()
+        # --audit-log: one JSON line per request (who, with what client, what, and the answer's code).
+        self.audit: IO[str] | None = None
 
     def stop_streams(self) -> None:
         self._stopping.set()
@@ -366,6 +369,16 @@ class App:
         raw_headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers", [])]
         headers = dict(raw_headers)
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode(), keep_blank_values=True).items()}
+        req: Request | None = None
+        code = 0
+        if self.audit is not None:
+            inner = send
+
+            async def send(msg: Any) -> None:
+                nonlocal code
+                if msg.get("type") == "http.response.start":
+                    code = int(msg["status"])
+                await inner(msg)
         try:
             body = await self._read_body(receive, headers)
             req = Request(scope["method"], scope["path"], query, headers, body, raw_headers=raw_headers)
@@ -375,6 +388,14 @@ class App:
         except Exception as e:  # a bug must still answer with a Status, never drop the connection
             log.exception("internal error on %s %s", scope.get("method"), scope.get("path"))
             await self._send_json(send, 500, StatusError(500, f"Internal error occurred: {e}").status())
+        finally:
+            if self.audit is not None:
+                user = getattr(req, "user", None)
+                self.audit.write(json.dumps({
+                    "ts": rfc3339_micro(), "user": user.name if user is not None else "",
+                    "groups": list(user.groups) if user is not None else [],
+                    "userAgent": headers.get("user-agent", ""), "method": scope["method"], "path": scope["path"],
+                    "watch": query.get("watch") in ("1", "true"), "code": code}) + "\n")
 
     async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
         length = headers.get("content-length")

@@ -12,8 +12,7 @@ instead of storing, so that the HTTP layer can await the calls without blocking 
 and then commit (or recompute, if the stored object changed while the webhooks were deciding).
 With no configuration stored, `WebhookIndex.configured` is False and nothing here runs at all.
 
-What cannot be honoured locally (documented in README.md): `clientConfig.service` (there is no
-Service networking, so such a webhook is unreachable and its failurePolicy decides),
+What cannot be honoured locally (documented in README.md):
 `matchPolicy: Equivalent` (requests match by their own group/version only), `matchConditions`
 (CEL; not evaluated, so the webhook is called), and writes made by localkube's own controllers
 (Job pods, garbage collection, kubelet status) are not sent to webhooks.
@@ -41,6 +40,7 @@ from .selectors import LabelSelector, SelectorError, label_selector_from_dict
 from .store import Event, Obj, Store
 from .webhook_config import CONFIG_KEY, DEFAULT_TIMEOUT_SECONDS, GROUP, REVIEW_VERSIONS, SIDE_EFFECTS, go_kind
 
+SERVICES = ("", "services")
 log = logging.getLogger("localkube.webhooks")
 
 # Admission never intercepts the objects that configure admission (rules.IsExemptAdmissionConfigurationResource),
@@ -243,21 +243,32 @@ class WebhookIndex:
             raise _CallError(f"could not get REST client: {tls}")
         cc = spec.get("clientConfig") or {}
         url = cc.get("url")
+        extensions: dict[str, Any] = {}
         # The deadline travels to the webhook as `?timeout=`, as client-go's request.Timeout sends it.
         if url is None:
+            # As kube-apiserver's service resolver: to the Service (here its cluster IP, which localkube's proxy
+            # forwards to a ready endpoint), the certificate checked against `<name>.<namespace>.svc`.
             svc = cc.get("service") or {}
             host = f"{svc.get('name')}.{svc.get('namespace')}.svc"
-            target = f"https://{host}:{svc.get('port', 443)}{svc.get('path') or ''}?timeout={hook.timeout}s"
-            raise _CallError(f'failed to call webhook: Post "{target}": dial tcp: lookup {host}: no such host '
-                             "(localkube has no Service networking; use clientConfig.url)")
-        target = f"{url}?timeout={hook.timeout}s"
+            port = svc.get("port", 443)
+            path = svc.get("path") or ""
+            target = f"https://{host}:{port}{path}?timeout={hook.timeout}s"
+            obj = self._store.get(SERVICES, str(svc.get("namespace")), str(svc.get("name")))
+            ip = ((obj or {}).get("spec") or {}).get("clusterIP")
+            if not ip or ip == "None":
+                raise _CallError(f'failed to call webhook: Post "{target}": dial tcp: lookup {host}: no such host')
+            url = f"https://{ip}:{port}{path}"
+            extensions["sni_hostname"] = host
+        else:
+            target = f"{url}?timeout={hook.timeout}s"
         try:
             async with asyncio.timeout(hook.timeout):
                 # A client per call: no pooled connection outlives a webhook server that restarted.
                 async with httpx.AsyncClient(verify=tls, trust_env=False, timeout=None) as client:
-                    resp = await client.post(target, content=json.dumps(review).encode(),
+                    resp = await client.post(f"{url}?timeout={hook.timeout}s", content=json.dumps(review).encode(),
                                              headers={"Content-Type": "application/json",
-                                                      "Accept": "application/json, */*"})
+                                                      "Accept": "application/json, */*"},
+                                             extensions=extensions)
         except TimeoutError as e:
             raise _CallError(f'failed to call webhook: Post "{target}": context deadline exceeded') from e
         except httpx.HTTPError as e:
