@@ -23,7 +23,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from localkube.testing import Handle, running_localkube
+from localkube.testing import running_localkube
 from tests.conftest import Kubectl
 from tests.waiting import wait_for
 
@@ -134,7 +134,7 @@ def test_a_new_template_rolls_to_a_new_replicaset(apps: Any, core: Any, namespac
     done = kubectl("rollout", "status", "deployment/roll", "-n", namespace, "--timeout=60s", timeout=90)
     assert done.returncode == 0, done.stderr
     assert 'deployment "roll" successfully rolled out' in done.stdout
-    rses = {rs.metadata.annotations["deployment.kubernetes.io/revision"]: rs
+    rses: dict[str, Any] = {rs.metadata.annotations["deployment.kubernetes.io/revision"]: rs
             for rs in apps.list_namespaced_replica_set(namespace).items}
     assert set(rses) == {"1", "2"}
     assert rses["1"].spec.replicas == 0 and rses["2"].spec.replicas == 2
@@ -158,8 +158,11 @@ def test_readiness_gates_endpoints_and_the_service_reaches_ready_pods_only(
     svc = core.create_namespaced_service(namespace, service("gated", "gated"))
     ip = svc.spec.cluster_ip
     assert ip.startswith("127.96."), ip
-    pods = wait_for(lambda: (ps := pods_of(core, namespace, "gated")) and len(ps) == 2
-                    and all(p.status.phase == "Running" for p in ps) and ps, timeout=30, what="2 running pods")
+    def running() -> list[Any] | None:
+        ps = pods_of(core, namespace, "gated")
+        return ps if len(ps) == 2 and all(p.status.phase == "Running" for p in ps) else None
+
+    pods = wait_for(running, timeout=30, what="2 running pods")
     ep = wait_for(lambda: (e := core.read_namespaced_endpoints("gated", namespace)).subsets
                   and len(e.subsets[0].not_ready_addresses or []) == 2 and e, timeout=30, what="2 not-ready addresses")
     assert not ep.subsets[0].addresses
@@ -193,7 +196,7 @@ def test_pods_reach_services_by_their_dns_names(apps: Any, core: Any, kube: clie
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "client"},
            "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [
                {"name": "c", "image": "python:3", "command": [PY, "-c", script]}]}}}}
-    batch = client.BatchV1Api(kube)
+    batch: Any = client.BatchV1Api(kube)
     batch.create_namespaced_job(namespace, job)
     done = wait_for(lambda: (j := batch.read_namespaced_job("client", namespace)).status.succeeded
                     or j.status.failed, timeout=60, what="the client Job")
@@ -208,7 +211,9 @@ def test_in_cluster_configuration_acts_with_the_pods_service_account(tmp_path: P
     with running_localkube(tmp_path / "lk", audit_log=audit) as lk:
         from kubernetes import config
         api = config.new_client_from_config(str(lk.kubeconfig))
-        core, rbac, batch = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api), client.BatchV1Api(api)
+        core: Any = client.CoreV1Api(api)
+        rbac: Any = client.RbacAuthorizationV1Api(api)
+        batch: Any = client.BatchV1Api(api)
         ns = "incluster"
         core.create_namespace({"metadata": {"name": ns}})
         core.create_namespaced_service_account(ns, {"metadata": {"name": "reader"}})
@@ -293,7 +298,7 @@ def test_a_webhook_behind_a_service_is_called_through_it(kube: client.ApiClient,
     core.create_namespaced_endpoints(namespace, {"metadata": {"name": "hook"}, "subsets": [
         {"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port}]}]})
     name = f"svc-hook-{uuid.uuid4().hex[:6]}"
-    admission = client.AdmissionregistrationV1Api(kube)
+    admission: Any = client.AdmissionregistrationV1Api(kube)
     admission.create_validating_webhook_configuration({"metadata": {"name": name}, "webhooks": [{
         "name": "svc.localkube.test", "admissionReviewVersions": ["v1"], "sideEffects": "None",
         "failurePolicy": "Fail",
@@ -306,7 +311,7 @@ def test_a_webhook_behind_a_service_is_called_through_it(kube: client.ApiClient,
         with pytest.raises(ApiException) as e:
             core.create_namespaced_config_map(namespace, {"metadata": {"name": "x"}})
         assert e.value.status == 403
-        assert "refused by the service webhook" in e.value.body
+        assert "refused by the service webhook" in str(e.value.body)
         assert _Hook.calls and _Hook.calls[-1].startswith("127.96.")
     finally:
         admission.delete_validating_webhook_configuration(name)
