@@ -1,7 +1,7 @@
 """`python -m api [--insecure]`."""
 
-import sys
+from models.process import run_main
 
 from .serve import main
 
-sys.exit(main())
+run_main(main)

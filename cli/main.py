@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from pathlib import Path
 
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.process import run_main
 from models.settings import TemporalSettings
 
 from . import runs, schedules
@@ -188,5 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def entry() -> None:
+    """The `agentrun` console script: `main`, then an exit without interpreter finalization (models/process.py)."""
+    run_main(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

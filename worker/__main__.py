@@ -1,7 +1,7 @@
 """`python -m worker`."""
 
-import sys
+from models.process import run_main
 
 from .main import main
 
-sys.exit(main())
+run_main(main)
