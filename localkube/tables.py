@@ -348,6 +348,39 @@ def _created_at(o: Obj) -> list[Any]:
 _BINDING_COLS = [_name_col(), _col("Role"), _age_col(), _wide("Users"), _wide("Groups"), _wide("ServiceAccounts")]
 _CREATED_AT_COLS = [_name_col(), _col("Created At", "date", desc=AGE_DESC)]
 
+def _containers_cells(o: Obj) -> list[Any]:
+    containers = ((_spec(o).get("template") or {}).get("spec") or {}).get("containers") or []
+    return [",".join(str(c.get("name", "")) for c in containers), ",".join(str(c.get("image", "")) for c in containers),
+            format_label_selector(_spec(o).get("selector"))]
+
+
+def _deployment_row(d: Obj) -> list[Any]:
+    st = _st(d)
+    return [_name(d), f"{st.get('readyReplicas', 0)}/{_spec(d).get('replicas', 1)}", st.get("updatedReplicas", 0),
+            st.get("availableReplicas", 0), age(d), *_containers_cells(d)]
+
+
+def _replicaset_row(r: Obj) -> list[Any]:
+    st = _st(r)
+    return [_name(r), _spec(r).get("replicas", 1), st.get("replicas", 0), st.get("readyReplicas", 0), age(r),
+            *_containers_cells(r)]
+
+
+def _service_row(s: Obj) -> list[Any]:
+    spec = _spec(s)
+    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or [])
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or "<none>"
+    return [_name(s), spec.get("type", "ClusterIP"), spec.get("clusterIP", ""), "<none>", ports or "<none>", age(s),
+            selector]
+
+
+def _endpoints_row(e: Obj) -> list[Any]:
+    addrs = [f"{a['ip']}:{p['port']}" for sub in e.get("subsets") or [] for a in sub.get("addresses") or []
+             for p in sub.get("ports") or []]
+    shown = ",".join(addrs[:3]) + (f" + {len(addrs) - 3} more..." if len(addrs) > 3 else "")
+    return [_name(e), shown or "<none>", age(e)]
+
+
 BUILTIN: dict[str, tuple[list[Obj], Callable[[Obj], list[Any]]]] = {
     "Job": ([_name_col(), _col("Status"), _col("Completions"), _col("Duration"), _age_col(), _wide("Containers"),
              _wide("Images"), _wide("Selector")], _job_row),
@@ -378,6 +411,13 @@ BUILTIN: dict[str, tuple[list[Obj], Callable[[Obj], list[Any]]]] = {
                                        lambda o: [_name(o), len(o.get("webhooks") or []), age(o)]),
     "StorageClass": ([_name_col(), _col("Provisioner"), _col("ReclaimPolicy"), _col("VolumeBindingMode"),
                       _col("AllowVolumeExpansion"), _age_col()], _storage_class_row),
+    "Deployment": ([_name_col(), _col("Ready"), _col("Up-to-date", "integer"), _col("Available", "integer"),
+                    _age_col(), _wide("Containers"), _wide("Images"), _wide("Selector")], _deployment_row),
+    "ReplicaSet": ([_name_col(), _col("Desired", "integer"), _col("Current", "integer"), _col("Ready", "integer"),
+                    _age_col(), _wide("Containers"), _wide("Images"), _wide("Selector")], _replicaset_row),
+    "Service": ([_name_col(), _col("Type"), _col("Cluster-IP"), _col("External-IP"), _col("Port(s)"), _age_col(),
+                 _wide("Selector")], _service_row),
+    "Endpoints": ([_name_col(), _col("Endpoints"), _age_col()], _endpoints_row),
 }
 
 POD_COLUMNS = [_name_col(), _col("Ready"), _col("Status"), _col("Restarts"), _age_col(), _wide("IP"), _wide("Node"),

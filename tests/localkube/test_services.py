@@ -143,7 +143,9 @@ def test_a_new_template_rolls_to_a_new_replicaset(apps: Any, core: Any, namespac
              timeout=30, what="only pods of the new template")
     listed = kubectl("get", "deploy,rs,svc,endpoints,pods", "-n", namespace)
     assert listed.returncode == 0, listed.stderr
-    assert "deployment.apps/roll" in listed.stdout and f"replicaset.apps/roll-{new_hash}" in listed.stdout
+    rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines() if line.strip()}
+    assert rows["deployment.apps/roll"][:3] == ["2/2", "2", "2"], listed.stdout  # READY UP-TO-DATE AVAILABLE
+    assert rows[f"replicaset.apps/roll-{new_hash}"][:3] == ["2", "2", "2"], listed.stdout
 
     apps.delete_namespaced_deployment("roll", namespace)
     wait_for(lambda: not apps.list_namespaced_replica_set(namespace).items and not pods_of(core, namespace, "roll"),
