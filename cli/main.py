@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--demo-state-dir", type=Path, default=Path(".state/demo"))
     args = p.parse_args(argv)
     args.state_dir = args.state_dir.resolve()
-    logging.basicConfig(level=logging.WARNING)
+    if args.command not in ("worker", "bridge", "api"):  # the servers configure their own logging (INFO)
+        logging.basicConfig(level=logging.WARNING)
 
     if args.command == "up":
         return up(args.state_dir, detach=args.detach, in_cluster=args.in_cluster)

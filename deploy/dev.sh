@@ -21,6 +21,10 @@ install_system() {
   command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
   python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
   command -v git >/dev/null 2>&1 || need+=(git)
+  # Container images (deploy/image/build.sh, tests/deploy/test_images.py): buildah builds, mmdebstrap makes the
+  # Debian base where no registry can be reached.
+  command -v buildah >/dev/null 2>&1 || need+=(buildah)
+  command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
   if [ "${#need[@]}" -gt 0 ]; then
     echo ">> apt-get install ${need[*]}"
     as_root apt-get update -qq

@@ -21,6 +21,7 @@ from cli.stack import TemporalDevServer
 from models.search_attributes import SEARCH_ATTRIBUTES, ensure_search_attributes
 from models.settings import SettingsError, TemporalSettings
 from tests.grpc_proxy import ADD_SEARCH_ATTRIBUTES, Pki, ProxyTLS, make_pki, temporal_proxy
+from tests.temporal_checks import registered_search_attributes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,17 +44,8 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
                           timeout=120, env={**os.environ, **(env or {})})
 
 
-def _registered(address: str) -> set[str]:
-    async def go() -> set[str]:
-        from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-        client = await TemporalSettings(address=address).connect()
-        listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace="default"))
-        return set(listed.custom_attributes)
-    return asyncio.run(go())
-
-
 def test_ensure_registers_the_missing_attributes_once(bare_temporal: TemporalDevServer) -> None:
-    assert not set(SEARCH_ATTRIBUTES) & _registered(bare_temporal.address)
+    assert not set(SEARCH_ATTRIBUTES) & registered_search_attributes(bare_temporal.address)
 
     async def twice() -> tuple[list[str], list[str]]:
         client = await TemporalSettings(address=bare_temporal.address).connect()
@@ -62,7 +54,7 @@ def test_ensure_registers_the_missing_attributes_once(bare_temporal: TemporalDev
     first, second = asyncio.run(twice())
     assert sorted(first) == sorted(SEARCH_ATTRIBUTES)
     assert second == []
-    assert set(SEARCH_ATTRIBUTES) <= _registered(bare_temporal.address)
+    assert set(SEARCH_ATTRIBUTES) <= registered_search_attributes(bare_temporal.address)
 
 
 def test_two_workers_registering_at_once_both_succeed(bare_temporal: TemporalDevServer) -> None:
@@ -71,7 +63,7 @@ def test_two_workers_registering_at_once_both_succeed(bare_temporal: TemporalDev
         return list(await asyncio.gather(*(ensure_search_attributes(c, "default") for c in clients)))
 
     results = asyncio.run(race())
-    assert set(SEARCH_ATTRIBUTES) <= _registered(bare_temporal.address)
+    assert set(SEARCH_ATTRIBUTES) <= registered_search_attributes(bare_temporal.address)
     assert all(set(r) <= set(SEARCH_ATTRIBUTES) for r in results)
 
 
@@ -101,7 +93,7 @@ def test_a_refused_registration_stops_the_worker_naming_attributes_and_commands(
             assert f"temporal operator search-attribute create --namespace default --name {name} --type Keyword" \
                 in out.stderr
         assert "tcld namespace search-attributes add" in out.stderr
-    assert not set(SEARCH_ATTRIBUTES) & _registered(bare_temporal.address)
+    assert not set(SEARCH_ATTRIBUTES) & registered_search_attributes(bare_temporal.address)
 
 
 def test_mtls_with_an_api_key_reaches_the_server_and_sends_the_key(
@@ -122,7 +114,7 @@ def test_mtls_with_an_api_key_reaches_the_server_and_sends_the_key(
         refused = _cli("temporal", "setup", env=no_client_cert)
     assert refused.returncode == 1
     assert f"cannot reach Temporal at {p.address}" in refused.stderr
-    assert set(SEARCH_ATTRIBUTES) <= _registered(bare_temporal.address)
+    assert set(SEARCH_ATTRIBUTES) <= registered_search_attributes(bare_temporal.address)
 
 
 def test_tls_checks_the_server_name(bare_temporal: TemporalDevServer, pki: Pki) -> None:
