@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -307,19 +309,26 @@ def api_server(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     tokens.write_text("# token identity\n" + "".join(f"{t} {who}\n" for t, who in API_TOKENS.items()))
     port = free_port()
     env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port)}
-    proc = subprocess.Popen([sys.executable, "-m", "api"], env=env, stdout=(d / "api.log").open("ab"),
-                            stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
+    with api_process(env, d / "api.log", {base + "/readyz": True}):
+        yield base
+
+
+@contextmanager
+def api_process(env: dict[str, str], log: Path, ready: dict[str, ssl.SSLContext | bool]) -> Iterator[None]:
+    """`python -m api` with `env`, until every URL of `ready` answers 200 (verified as its value says); stopped on
+    exit."""
+    proc = subprocess.Popen([sys.executable, "-m", "api"], env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
     def up() -> bool:
         try:
-            return httpx.get(base + "/readyz", timeout=1).status_code == 200
+            return all(httpx.get(url, timeout=1, verify=verify).status_code == 200 for url, verify in ready.items())
         except httpx.HTTPError:
             return False
 
     try:
         wait_for(up, timeout=30, what="the API to be ready")
-        yield base
+        yield
     finally:
         stop_process(proc)
 

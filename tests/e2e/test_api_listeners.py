@@ -4,8 +4,6 @@ on HTTPS. Each answers only its own paths (the token-free admission route is not
 from __future__ import annotations
 
 import ssl
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,10 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cli.stack import free_port, stop_process
+from cli.stack import free_port
 from localkube.certs import ensure_tls
-from tests.e2e.conftest import API_TOKENS, Stack
-from tests.waiting import wait_for
+from tests.e2e.conftest import API_TOKENS, Stack, api_process
 
 TOKEN = next(iter(API_TOKENS))
 
@@ -43,22 +40,9 @@ def listeners(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port),
            "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
            "AGENTRUN_TLS_KEY_FILE": str(tls.key)}
-    proc = subprocess.Popen([sys.executable, "-m", "api"], env=env, stdout=(d / "api.log").open("ab"),
-                            stderr=subprocess.STDOUT)
     out = Listeners(f"http://127.0.0.1:{port}", f"https://127.0.0.1:{webhook_port}", tls.ca_cert)
-
-    def ready() -> bool:
-        try:
-            return (httpx.get(out.api + "/readyz", timeout=1).status_code == 200
-                    and httpx.get(out.webhook + "/readyz", timeout=1, verify=ssl.create_default_context(cafile=tls.ca_cert)).status_code == 200)
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(ready, timeout=30, what="both listeners of the API")
+    with api_process(env, d / "api.log", {out.api + "/readyz": True, out.webhook + "/readyz": out.tls}):
         yield out
-    finally:
-        stop_process(proc)
 
 
 def _review(ns: str) -> dict[str, object]:
