@@ -3,6 +3,11 @@
 Several bridge replicas may run; only the holder of the Lease watches and acts. A leader
 that cannot renew within the lease duration loses it and stops acting; a follower takes an
 expired lease over. Writes use resourceVersion, so two candidates never both win.
+
+A renewal that hangs must not keep a leader acting past its lease: every attempt has a deadline
+(client-go's renewDeadline), after which the attempt counts as failed and the leader steps down,
+and every request carries that deadline as its timeout. The deadline plus the renew interval stays
+below the lease duration, so a leader has stopped before any follower can take the lease over.
 """
 
 from __future__ import annotations
@@ -28,13 +33,19 @@ def _micro(t: dt.datetime) -> str:
 
 class LeaderElector:
     def __init__(self, api: client.ApiClient, *, namespace: str, name: str, identity: str,
-                 lease_seconds: int = 15, renew_seconds: float = 5.0) -> None:
+                 lease_seconds: int = 15, renew_seconds: float = 5.0, renew_deadline: float | None = None) -> None:
+        # Default: what the lease leaves after one renew interval, less a margin for clock skew and scheduling.
+        deadline = renew_deadline if renew_deadline is not None else (lease_seconds - renew_seconds) * 0.75
+        if deadline <= 0 or renew_seconds + deadline >= lease_seconds:
+            raise ValueError(f"lease of {lease_seconds} s: the renew interval ({renew_seconds:g} s) and the renew "
+                             f"deadline ({deadline:g} s) must be positive and add up to less than the lease")
         self.coord = client.CoordinationV1Api(api)
         self.namespace = namespace
         self.name = name
         self.identity = identity
         self.lease_seconds = lease_seconds
         self.renew_seconds = renew_seconds
+        self.renew_deadline = deadline
         self.is_leader = asyncio.Event()
         self.lost = asyncio.Event()
 
@@ -42,7 +53,11 @@ class LeaderElector:
         """Try to acquire, then keep renewing; sets `is_leader`, and `lost` if leadership goes."""
         while True:
             try:
-                held = await asyncio.to_thread(self._try_acquire_or_renew)
+                held = await asyncio.wait_for(asyncio.to_thread(self._try_acquire_or_renew), self.renew_deadline)
+            except TimeoutError:
+                log.warning("lease %s/%s: no answer within the renew deadline (%g s)", self.namespace, self.name,
+                            self.renew_deadline)
+                held = False
             except Exception as e:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, e)
                 held = False
@@ -58,7 +73,7 @@ class LeaderElector:
     def _try_acquire_or_renew(self) -> bool:
         now = _now()
         try:
-            lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace)
+            lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.renew_deadline)
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -67,7 +82,7 @@ class LeaderElector:
                     "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
                              "acquireTime": _micro(now), "renewTime": _micro(now), "leaseTransitions": 0}}
             try:
-                self.coord.create_namespaced_lease(self.namespace, body)
+                self.coord.create_namespaced_lease(self.namespace, body, _request_timeout=self.renew_deadline)
                 return True
             except ApiException as e2:
                 if e2.status == 409:
@@ -87,7 +102,7 @@ class LeaderElector:
             new_spec["leaseTransitions"] = (spec.lease_transitions or 0) + 1
         patch = {"metadata": {"resourceVersion": lease.metadata.resource_version}, "spec": new_spec}
         try:
-            self.coord.patch_namespaced_lease(self.name, self.namespace, patch)
+            self.coord.patch_namespaced_lease(self.name, self.namespace, patch, _request_timeout=self.renew_deadline)
             return True
         except ApiException as e:
             if e.status == 409:
@@ -99,10 +114,10 @@ class LeaderElector:
         if not self.is_leader.is_set():
             return
         try:
-            lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace)
+            lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.renew_deadline)
             if lease.spec.holder_identity == self.identity:
                 patch = {"metadata": {"resourceVersion": lease.metadata.resource_version},
                          "spec": {"holderIdentity": "", "renewTime": None}}
-                self.coord.patch_namespaced_lease(self.name, self.namespace, patch)
+                self.coord.patch_namespaced_lease(self.name, self.namespace, patch, _request_timeout=self.renew_deadline)
         except ApiException as e:
             log.info("releasing lease: %s", e.reason)
