@@ -2,7 +2,7 @@
 prints figures, asserts nothing.
 
     .venv/bin/python -m bench.gate [--runs 200] [--parked 400] [--concurrency 20] [--park-window 40]
-                                   [--approve-concurrency 20] [--park-seconds 60]
+                                   [--approve-concurrency 20] [--park-seconds 60] [--json]
 
 The issue asks for 2,000 parked runs; on a 2-core machine parking goes at about 1 run/s (CPU
 bound: each run is two pods, ~25 Kubernetes requests and ~1 s of CPU across Temporal, localkube
@@ -28,12 +28,15 @@ postRun Job Complete. Then:
    requests per minute (localkube's counters), the RSS of the worker, bridge and the others, and
    the pods alive; then the time to approve all of them through the API with at most
    `--approve-concurrency` calls in flight (first call → last `Succeeded` seen).
+
+With `--json` the last line printed is one JSON object of the figures (keys in bench/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -280,7 +283,7 @@ def _children(pid: int) -> int:
 # -- phase 1: verdict latency ---------------------------------------------------------------------------
 
 def latency(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQueries, runs: int,
-            concurrency: int, *, label: str = "verdict latency", prefix: str = "lat") -> None:
+            concurrency: int, *, label: str = "verdict latency", prefix: str = "lat") -> dict[str, float | None]:
     custom: Any = client.CustomObjectsApi(stack.api)
     names = [f"{prefix}-{i}" for i in range(runs)]
     lat: dict[str, float] = {}
@@ -330,12 +333,15 @@ def latency(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQueri
     print(f"  the API call itself (200 once the gate is resolved): {_lat(list(call.values()))}")
     for kind, n in problems.items():
         print(f"  {n} {kind}, e.g. {examples[kind]}")
+    return {"verdict_p50_s": statistics.median(values) if values else None,
+            "verdict_p99_s": _percentile(values, 99) if values else None,
+            "verdict_runs_ok": float(len(values))}
 
 
 # -- phase 2: parked runs --------------------------------------------------------------------------------
 
 def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQueries, count: int, window: int,
-           approve_concurrency: int, seconds: float) -> None:
+           approve_concurrency: int, seconds: float) -> dict[str, float | None]:
     custom: Any = client.CustomObjectsApi(stack.api)
     core: Any = client.CoreV1Api(stack.api)
     names = [f"park-{i}" for i in range(count)]
@@ -402,6 +408,11 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     cpu = ", ".join(f"{k} {(cpu1[k] - cpu0.get(k, 0.0)) / seconds * 100:.1f}%" for k in cpu1)
     print(f"  CPU while parked (of one core): {cpu}")
     print(f"  RSS MB while parked: {_rss(stack, api)}")
+    worker_pid = stack.pids().get("worker")
+    figures: dict[str, float | None] = {
+        "parked": float(len(at)), "park_runs_per_s": len(at) / max(took, 1e-9),
+        "parked_requests_per_min": sum(counts.values()) / (seconds / 60),
+        "worker_rss_mb_parked": _proc_status(worker_pid, "VmRSS") if worker_pid else None}
     pods = core.list_pod_for_all_namespaces().items
     alive = [p.metadata.name for p in pods if (p.status.phase or "Pending") in ("Pending", "Running")]
     kube_pid = stack.pids().get("localkube", 0)
@@ -452,6 +463,9 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     print(f"  CPU ms per approved run: {cpu}")
     print("  Kubernetes API requests per approved run (to the terminal status and the cleanup so far): "
           + _requests_line(counts, max(len(todo), 1), "requests"))
+    figures["approve_all_runs_per_s"] = len(approved) / max(last, 1e-9)
+    figures["approved"] = float(len(approved))
+    return figures
 
 
 # -- main ---------------------------------------------------------------------------------------------------
@@ -469,7 +483,10 @@ def main() -> int:
     p.add_argument("--kube-qps", type=float, default=KubeSettings().qps,
                    help="the worker's client-side Kubernetes rate limit (burst = 2x; 0 = none)")
     p.add_argument("--keep-state", action="store_true", help="keep the temporary state directory (logs)")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object, as the last line")
     args = p.parse_args()
+    figures: dict[str, float | None] = {"runs": args.runs, "concurrency": args.concurrency,
+                                        "load_avg_1m_start": os.getloadavg()[0]}
 
     state = Path(tempfile.mkdtemp(prefix="agentrun-bench-gate-"))
     widest = max(args.concurrency, args.park_window, args.approve_concurrency)
@@ -504,16 +521,18 @@ def main() -> int:
         ]
         latency(stack, tracker, api, queries, 2, 2, label="warm-up", prefix="warm")  # imports, caches, first pods
         if args.runs > 0:
-            latency(stack, tracker, api, queries, args.runs, args.concurrency)
+            figures.update(latency(stack, tracker, api, queries, args.runs, args.concurrency))
             sys.stdout.flush()
         if args.parked > 0:
-            parked(stack, tracker, api, queries, args.parked, args.park_window, args.approve_concurrency, args.park_seconds)
+            figures.update(parked(stack, tracker, api, queries, args.parked, args.park_window,
+                                  args.approve_concurrency, args.park_seconds))
         for w in watchers:
             w.stop()
         rss = ", ".join(f"{name} {max(_proc_status(pid, 'VmHWM'), stack.peak_rss.get(name, 0.0)):.0f}"
                         for name, pid in stack.pids().items())
         print(f"RSS MB peak: {rss}, api {_proc_status(api.proc.pid, 'VmHWM'):.0f}")
         print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)")
+        figures["load_avg_1m_end"] = os.getloadavg()[0]
         ok = True
     finally:
         if queries is not None:
@@ -525,6 +544,8 @@ def main() -> int:
             shutil.rmtree(state, ignore_errors=True)
         else:
             print(f"state and logs kept in {state}")
+    if args.json:
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}))
     return 0
 
 

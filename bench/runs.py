@@ -1,7 +1,7 @@
 """AgentRun throughput, latency, Kubernetes API load and memory on the embedded stack; prints
 figures, asserts nothing.
 
-    .venv/bin/python -m bench.runs [--runs 200] [--parked 100] [--concurrency 20] [--park-seconds 60]
+    .venv/bin/python -m bench.runs [--runs 200] [--parked 100] [--concurrency 20] [--park-seconds 60] [--json]
 
 Starts its own stack in a temporary state directory (Temporal dev server, tuned as `agentrun up`
 does; localkube as a process with the CRDs and the agent image mapped to the reference agent
@@ -19,12 +19,16 @@ program; the worker and the bridge as processes) and stops it all at the end. Th
 4. Kubernetes API requests per run (localkube's request counters), and requests per minute
    while `--parked` runs sit in agent Jobs that sleep (task `sleep:600`); then they are deleted.
 5. Worker and bridge RSS (VmRSS now, VmHWM peak), and CPU seconds per phase of every process.
+
+With `--json` the last line printed is one JSON object of the figures (keys in bench/README.md), for
+comparing one run of the bench with another.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -467,7 +471,7 @@ def warm_up(stack: Stack, tracker: RunTracker) -> int:
     return activities
 
 
-def agent_runs(stack: Stack, tracker: RunTracker, runs: int) -> None:
+def agent_runs(stack: Stack, tracker: RunTracker, runs: int) -> dict[str, float | None]:
     custom: Any = client.CustomObjectsApi(stack.api)
     names = [f"run-{i}" for i in range(runs)]
     started: dict[str, float] = {}
@@ -515,16 +519,21 @@ def agent_runs(stack: Stack, tracker: RunTracker, runs: int) -> None:
         print(f"  {len(failed)} not Succeeded, e.g. {n}: phase {tracker.phase.get(n)!r} {tracker.errors.get(n, '')}")
     print(_cpu_line(cpu0, cpu1, runs))
     print("  Kubernetes API requests per run: " + _requests_line(counts, runs, "requests"))
+    figures: dict[str, float | None] = {"runs_per_s": len(ok) / (end - t0), "runs_ok": float(len(ok)),
+               "run_latency_p50_s": statistics.median(lat) if lat else None,
+               "run_latency_p99_s": _percentile(lat, 99) if lat else None,
+               "k8s_requests_per_run": sum(counts.values()) / runs}
     try:
         custom.delete_collection_namespaced_custom_object(GROUP, VERSION, NS, "agentruns")
     except ApiException:
         for n in [*names, "warm-0"]:
             custom.delete_namespaced_custom_object(GROUP, VERSION, NS, "agentruns", n)
+    return figures
 
 
 # -- phase 4: parked runs --------------------------------------------------------------------------------
 
-def parked_runs(stack: Stack, tracker: RunTracker, parked: int, seconds: float) -> None:
+def parked_runs(stack: Stack, tracker: RunTracker, parked: int, seconds: float) -> dict[str, float]:
     custom: Any = client.CustomObjectsApi(stack.api)
     core: Any = client.CoreV1Api(stack.api)
     names = [f"park-{i}" for i in range(parked)]
@@ -553,6 +562,8 @@ def parked_runs(stack: Stack, tracker: RunTracker, parked: int, seconds: float) 
     print(f"  over {seconds:.0f} s: " + _requests_line(counts, seconds / 60, "Kubernetes API requests/min"))
     cpu = ", ".join(f"{k} {(cpu1[k] - cpu0.get(k, 0.0)) / seconds * 100:.1f}%" for k in cpu1)
     print(f"  CPU while parked (of one core): {cpu}")
+    figures = {"parked": float(in_phase),
+               "parked_requests_per_min_per_run": sum(counts.values()) / (seconds / 60) / max(in_phase, 1)}
     t1 = time.perf_counter()
 
     def delete(name: str) -> None:
@@ -581,6 +592,7 @@ def parked_runs(stack: Stack, tracker: RunTracker, parked: int, seconds: float) 
         gone = tracker.wait_progress(lambda n: n in tracker.deleted, left, stall=60, limit=300)
         took = max((tracker.deleted.get(n, 0.0) for n in left), default=t2) - t2
         print(f"  then {gone} of {len(left)} gone, the last {took:.1f} s after the touch")
+    return figures
 
 
 # -- phase 2: the Temporal ceiling -------------------------------------------------------------------------
@@ -607,7 +619,7 @@ async def _ceiling(address: str, runs: int, steps: int, concurrency: int,
     return latencies, elapsed
 
 
-def ceiling(stack: Stack, runs: int, steps: int) -> None:
+def ceiling(stack: Stack, runs: int, steps: int) -> dict[str, float]:
     assert stack.temporal is not None
     # Workflows must come from an importable module for the sandbox, not from __main__.
     import bench.runs as this
@@ -619,11 +631,12 @@ def ceiling(stack: Stack, runs: int, steps: int) -> None:
     print(f"Temporal ceiling      {runs / elapsed:6.2f} wf/s     {_lat(lat)}   ({runs} workflows of {steps} "
           f"no-op activities in a row, in-process worker, {runs * steps / elapsed:.0f} activities/s)")
     print(_cpu_line(cpu0, cpu1, runs))
+    return {"ceiling_wf_per_s": runs / elapsed}
 
 
 # -- phase 3: the plain-script floor ------------------------------------------------------------------------
 
-def floor(stack: Stack, runs: int) -> None:
+def floor(stack: Stack, runs: int) -> dict[str, float]:
     core: Any = client.CoreV1Api(stack.api)
     batch: Any = client.BatchV1Api(stack.api)
     custom: Any = client.CustomObjectsApi(stack.api)
@@ -700,6 +713,7 @@ def floor(stack: Stack, runs: int) -> None:
         print(f"  e.g. {errors[0]}")
     print(_cpu_line(cpu0, cpu1, runs))
     print("  Kubernetes API requests per run: " + _requests_line(counts, runs, "requests"))
+    return {"floor_runs_per_s": len(latencies) / (end - t0), "floor_k8s_requests_per_run": sum(counts.values()) / runs}
 
 
 # -- main ---------------------------------------------------------------------------------------------------
@@ -713,7 +727,10 @@ def main() -> int:
     p.add_argument("--kube-qps", type=float, default=KubeSettings().qps,
                    help="the worker's client-side Kubernetes rate limit (burst = 2x; 0 = none)")
     p.add_argument("--keep-state", action="store_true", help="keep the temporary state directory (logs)")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object, as the last line")
     args = p.parse_args()
+    figures: dict[str, float | None] = {"runs": args.runs, "concurrency": args.concurrency,
+                                        "load_avg_1m_start": os.getloadavg()[0]}
 
     state = Path(tempfile.mkdtemp(prefix="agentrun-bench-"))
     max_pods = args.parked + 2 * args.concurrency + 16
@@ -731,21 +748,28 @@ def main() -> int:
         watcher = Watcher(stack.api, client.CustomObjectsApi(stack.api).list_namespaced_custom_object,
                           tracker.on_event, group=GROUP, version=VERSION, namespace=NS, plural="agentruns").start()
         steps = warm_up(stack, tracker)
-        agent_runs(stack, tracker, args.runs)
+        figures["activities_per_run"] = steps
+        figures.update(agent_runs(stack, tracker, args.runs))
         sys.stdout.flush()
         if args.parked > 0:
-            parked_runs(stack, tracker, args.parked, args.park_seconds)
+            figures.update(parked_runs(stack, tracker, args.parked, args.park_seconds))
             sys.stdout.flush()
         watcher.stop()
-        ceiling(stack, args.runs, steps)
+        figures.update(ceiling(stack, args.runs, steps))
         sys.stdout.flush()
-        floor(stack, args.runs)
+        figures.update(floor(stack, args.runs))
+        runs_per_s, floor_per_s = figures["runs_per_s"], figures["floor_runs_per_s"]
+        figures["runs_to_floor"] = runs_per_s / floor_per_s if runs_per_s is not None and floor_per_s else None
         pids = stack.pids()
         rss = ", ".join(f"{name} {_proc_status(pid, 'VmRSS'):.0f} / "
                         f"{max(_proc_status(pid, 'VmHWM'), stack.peak_rss.get(name, 0.0)):.0f}"
                         for name, pid in pids.items())
         print(f"RSS MB now / peak: {rss}")
         print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)")
+        for name in ("worker", "bridge"):
+            if name in pids:
+                figures[f"{name}_rss_mb_peak"] = max(_proc_status(pids[name], "VmHWM"), stack.peak_rss.get(name, 0.0))
+        figures["load_avg_1m_end"] = os.getloadavg()[0]
         ok = True
     finally:
         stack.stop()
@@ -753,6 +777,8 @@ def main() -> int:
             shutil.rmtree(state, ignore_errors=True)
         else:
             print(f"state and logs kept in {state}")
+    if args.json:
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}))
     return 0
 
 

@@ -1,0 +1,48 @@
+"""`bench.runs --json` and `bench.gate --json` end with one JSON object whose keys bench/README.md documents.
+
+At a tiny load: this checks the scripts and their contract, not the figures (the benches assert nothing)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+REQUIRED = {  # the keys issue 10 compares run to run
+    "runs": {"runs_per_s", "floor_runs_per_s", "ceiling_wf_per_s", "k8s_requests_per_run", "activities_per_run",
+             "parked_requests_per_min_per_run"},
+    "gate": {"verdict_p50_s", "verdict_p99_s", "approve_all_runs_per_s", "park_runs_per_s", "parked",
+             "worker_rss_mb_parked"},
+}
+TINY = {
+    "runs": ["--runs", "2", "--parked", "1", "--park-seconds", "2", "--concurrency", "2"],
+    "gate": ["--runs", "2", "--parked", "2", "--park-seconds", "2", "--concurrency", "2", "--park-window", "2",
+             "--approve-concurrency", "2"],
+}
+
+
+def _documented(script: str) -> set[str]:
+    text = (ROOT / "bench" / "README.md").read_text()
+    section = text.split(f"### `bench.{script}`", 1)[1].split("###", 1)[0]
+    return {k for row in section.splitlines() if row.startswith("| `")
+            for k in re.findall(r"`([a-z0-9_]+)`", row.split("|")[1])}
+
+
+@pytest.mark.parametrize("script", ["runs", "gate"])
+def test_the_last_line_is_the_documented_figures(script: str) -> None:
+    out = subprocess.run([sys.executable, "-m", f"bench.{script}", *TINY[script], "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) > 5, out.stdout  # the human-readable figures stay
+    figures = json.loads(lines[-1])
+    assert REQUIRED[script] <= set(figures), REQUIRED[script] - set(figures)
+    assert set(figures) == _documented(script)
+    assert all(v is None or isinstance(v, int | float) for v in figures.values()), figures
+    assert figures["runs_per_s" if script == "runs" else "approve_all_runs_per_s"] > 0
