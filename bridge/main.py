@@ -46,6 +46,36 @@ GROUP, VERSION = "sympozium.ai", "v1alpha1"
 # A failed event (Temporal or Kubernetes unreachable) is handled again after this backoff.
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
+# What the bridge remembers having done (workflows started, verdicts forwarded, Jobs signalled) spares repeated
+# Temporal calls; each is idempotent, so forgetting only costs a call. Entries go when their object ends or is
+# deleted; the bound holds where a deletion was never seen (a watch gap).
+MEMO_LIMIT = 50_000
+
+
+class Memo:
+    """Keys (and a value each) in insertion order, at most `limit`: the oldest go first."""
+
+    def __init__(self, limit: int = MEMO_LIMIT) -> None:
+        self.limit = limit
+        self._items: dict[str, str] = {}
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: str) -> str | None:
+        return self._items.get(key)
+
+    def add(self, key: str, value: str = "") -> None:
+        self._items.pop(key, None)
+        self._items[key] = value
+        while len(self._items) > self.limit:
+            del self._items[next(iter(self._items))]
+
+    def discard(self, key: str) -> None:
+        self._items.pop(key, None)
 
 
 class Bridge:
@@ -55,9 +85,9 @@ class Bridge:
         self.temporal = temporal
         self.custom = client.CustomObjectsApi(api)
         self.batch = client.BatchV1Api(api)
-        self._signalled: set[str] = set()
-        self._started: set[str] = set()
-        self._verdicts: dict[str, str] = {}
+        self._signalled = Memo()  # Job uids whose end was signalled
+        self._started = Memo()  # workflow IDs known to be started
+        self._verdicts = Memo()  # workflow ID -> the verdict annotation last forwarded
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.schedules = ScheduleSync(api, temporal, task_queue=settings.temporal.task_queue)
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
@@ -156,12 +186,16 @@ class Bridge:
         ref = RunRef(namespace=ns, name=name, uid=uid, generation=int(meta.get("generation") or 1))
         wid = workflow_id(ref)
         if typ == "DELETED":
+            self._started.discard(wid)
+            self._verdicts.discard(wid)
             return
         if meta.get("deletionTimestamp"):
             await self._cancel(wid, ref)
             return
         phase = (obj.get("status") or {}).get("phase")
         if phase in TERMINAL_PHASES:
+            self._started.discard(wid)
+            self._verdicts.discard(wid)
             return
         if wid not in self._started:
             tick = ((meta.get("annotations") or {}).get(ANNOTATION_TICK))
@@ -176,7 +210,7 @@ class Bridge:
         if not text or self._verdicts.get(wid) == text:
             return
         verdict = parse_annotation(text)
-        self._verdicts[wid] = text
+        self._verdicts.add(wid, text)
         if verdict is None:
             log.info("ignoring malformed gate verdict on %s/%s", ref.namespace, ref.name)
             return
@@ -262,9 +296,10 @@ class Bridge:
     # -- Jobs ------------------------------------------------------------------------------------
 
     async def on_job(self, typ: str, obj: dict[str, Any]) -> None:
-        if typ == "DELETED":
-            return
         meta = obj.get("metadata") or {}
+        if typ == "DELETED":
+            self._signalled.discard(meta.get("uid") or "")
+            return
         wid = (meta.get("annotations") or {}).get(ANNOTATION_WORKFLOW)
         uid = meta.get("uid")
         if not wid or not uid or uid in self._signalled:
