@@ -27,6 +27,7 @@ from models.agent import normalize_agent
 from models.agentrun import TERMINAL_PHASES
 from models.base import FieldProblem
 from models.prune import AgentHistory, PruneRequest, PruneSummary
+from models.timestamps import parse_rfc3339
 
 from .errors import kube_error
 from .kube import GROUP, VERSION, RateLimiter, kube_call
@@ -67,16 +68,6 @@ class PrunePlan:
     agents: list[AgentHistory] = field(default_factory=list)
 
 
-def _time(value: Any) -> dt.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
-
-
 def run_entry(obj: dict[str, Any]) -> RunEntry:
     """An AgentRun object (as listed) as a RunEntry; tolerant of missing or malformed fields."""
     meta = obj.get("metadata") or {}
@@ -86,7 +77,7 @@ def run_entry(obj: dict[str, Any]) -> RunEntry:
     return RunEntry(namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
                     uid=str(meta.get("uid") or ""), resource_version=str(meta.get("resourceVersion") or ""),
                     agent=agent if isinstance(agent, str) else "", phase=str(status.get("phase") or ""),
-                    completed_at=_time(status.get("completedAt")), created_at=_time(meta.get("creationTimestamp")),
+                    completed_at=parse_rfc3339(status.get("completedAt")), created_at=parse_rfc3339(meta.get("creationTimestamp")),
                     deleting=bool(meta.get("deletionTimestamp")))
 
 

@@ -30,6 +30,7 @@ from models.schedule import (
     run_name,
     temporal_schedule_id,
 )
+from models.timestamps import rfc3339
 
 from .errors import kube_error
 from .kube import RateLimiter, kube_call
@@ -43,10 +44,6 @@ ANNOTATION_TICK = "agentrun.dev/tick-workflow"
 ANNOTATION_TICK_TIME = "agentrun.dev/tick-time"
 SCHEDULE_GONE = "ScheduleGone"
 GONE_POLL_SECONDS = 1.0
-
-
-def _ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse(ts: str) -> datetime:
@@ -185,7 +182,7 @@ class ScheduleActivities:
         try:
             desc = await activity.client().get_schedule_handle(temporal_schedule_id(ref)).describe()
             times = desc.info.next_action_times
-            next_run = _ts(times[0]) if times and not desc.schedule.state.paused else None
+            next_run = rfc3339(times[0]) if times and not desc.schedule.state.paused else None
         except RPCError:
             next_run = None  # the schedule was deleted meanwhile; the object is going too
         for _attempt in range(5):

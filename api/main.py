@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -28,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from models.agentrun import TERMINAL_PHASES
 from models.gate import GateView, Verdict
 from models.settings import user_agent
+from models.timestamps import parse_rfc3339
 from workflows.agent_run import AgentRunWorkflow
 
 from . import admission, schedules
@@ -93,12 +95,8 @@ def _summary(obj: dict[str, Any]) -> RunSummary:
     meta = obj.get("metadata") or {}
     st = obj.get("status") or {}
     created = meta.get("creationTimestamp")
-    age = None
-    if created:
-        try:
-            age = int(time.time() - time.mktime(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ")) + time.timezone)
-        except ValueError:
-            age = None
+    t = parse_rfc3339(created)
+    age = int((datetime.now(UTC) - t).total_seconds()) if t is not None else None
     return RunSummary(name=meta.get("name", ""), namespace=meta.get("namespace", ""),
                       agent=(obj.get("spec") or {}).get("agentRef", ""), phase=st.get("phase"),
                       gate=(st.get("gate") or {}).get("state"), gate_verdict=st.get("gateVerdict"),

@@ -32,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from models.base import FieldProblem, parse
 from models.schedule import ScheduleRef, ScheduleSpec, plan_schedule, run_name, temporal_schedule_id
+from models.timestamps import rfc3339_exact
 
 from .deps import Identity, Namespace, State, StateDep, kube_error
 
@@ -142,11 +143,6 @@ class Backfilled(BaseModel):
     end: str
     ticks: int
     runs: list[str] = Field(description="the runs the ticks create, named after their tick times")
-
-
-def _ts(t: datetime) -> str:
-    """RFC 3339 in UTC, with microseconds only when there are any (bounds may be that precise)."""
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _not_found(ns: str, name: str) -> HTTPException:
@@ -366,7 +362,7 @@ async def backfill_schedule(name: str, state: StateDep, who: Identity, window: A
     try:
         ticks = await _ticks(temporal, sid, first, end)
         if len(ticks) > MAX_BACKFILL_TICKS:
-            raise HTTPException(status_code=422, detail=f"[{_ts(start)}, {_ts(end)}) holds more than "
+            raise HTTPException(status_code=422, detail=f"[{rfc3339_exact(start)}, {rfc3339_exact(end)}) holds more than "
                                                         f"{MAX_BACKFILL_TICKS} ticks; backfill it in parts")
         if ticks:
             overlap = BACKFILL_OVERLAP.get(str(spec.get("concurrencyPolicy") or "Forbid"),
@@ -376,7 +372,7 @@ async def backfill_schedule(name: str, state: StateDep, who: Identity, window: A
     except RPCError as e:
         raise _temporal_error(e, name) from e
     zone = str(spec.get("timezone") or "UTC")
-    return Backfilled(name=name, namespace=namespace, schedule_id=sid, start=_ts(start), end=_ts(end),
+    return Backfilled(name=name, namespace=namespace, schedule_id=sid, start=rfc3339_exact(start), end=rfc3339_exact(end),
                       ticks=len(ticks), runs=[run_name(name, t, zone) for t in ticks])
 
 
@@ -394,13 +390,13 @@ def _check_range(window: BackfillRange) -> tuple[datetime, datetime]:
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00
         raise _range_problem("start", "start and end must be times between 1970 and now") from None
     if start < EPOCH:
-        raise _range_problem("start", f"start ({_ts(start)}) must not be before {_ts(EPOCH)}")
+        raise _range_problem("start", f"start ({rfc3339_exact(start)}) must not be before {rfc3339_exact(EPOCH)}")
     if end <= start:
-        raise _range_problem("end", f"end ({_ts(end)}) must be after start ({_ts(start)})")
+        raise _range_problem("end", f"end ({rfc3339_exact(end)}) must be after start ({rfc3339_exact(start)})")
     now = datetime.now(UTC)
     if end > now:
-        raise _range_problem("end", f"end ({_ts(end)}) is in the future: backfill runs past ticks only "
-                                    f"(now is {_ts(now)})")
+        raise _range_problem("end", f"end ({rfc3339_exact(end)}) is in the future: backfill runs past ticks only "
+                                    f"(now is {rfc3339_exact(now)})")
     if end - start > MAX_BACKFILL_SPAN:
         raise _range_problem("end", f"the range spans more than {MAX_BACKFILL_SPAN.days} days; backfill it in parts")
     return start, end

@@ -20,15 +20,13 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from models.timestamps import rfc3339_micro
+
 log = logging.getLogger("agentrun.bridge.leader")
 
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-def _micro(t: dt.datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -80,7 +78,7 @@ class LeaderElector:
             body: Any = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
-                             "acquireTime": _micro(now), "renewTime": _micro(now), "leaseTransitions": 0}}
+                             "acquireTime": rfc3339_micro(now), "renewTime": rfc3339_micro(now), "leaseTransitions": 0}}
             try:
                 self.coord.create_namespaced_lease(self.namespace, body, _request_timeout=self.renew_deadline)
                 return True
@@ -96,9 +94,9 @@ class LeaderElector:
         if holder != self.identity and not expired:
             return False
         new_spec = {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
-                    "renewTime": _micro(now)}
+                    "renewTime": rfc3339_micro(now)}
         if holder != self.identity:
-            new_spec["acquireTime"] = _micro(now)
+            new_spec["acquireTime"] = rfc3339_micro(now)
             new_spec["leaseTransitions"] = (spec.lease_transitions or 0) + 1
         patch = {"metadata": {"resourceVersion": lease.metadata.resource_version}, "spec": new_spec}
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from kubernetes import client
@@ -41,6 +41,7 @@ from models.schedule import (
     temporal_schedule_id,
     tick_workflow_id,
 )
+from models.timestamps import rfc3339
 from workflows.scheduled_run import ScheduledRunWorkflow
 
 log = logging.getLogger("agentrun.bridge.schedules")
@@ -50,10 +51,6 @@ OVERLAP = {"Forbid": ScheduleOverlapPolicy.SKIP, "Allow": ScheduleOverlapPolicy.
            "Replace": ScheduleOverlapPolicy.CANCEL_OTHER}
 # Temporal refuses catch-up windows shorter than this; shorter ones are still honoured by the tick.
 MIN_TEMPORAL_CATCHUP = timedelta(seconds=10)
-
-
-def _ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def ref_of(obj: dict[str, Any]) -> ScheduleRef:
@@ -137,7 +134,7 @@ class ScheduleSync:
         times = desc.info.next_action_times
         await self._write_status(ref, {
             "phase": "Suspended" if plan.paused else "Active", "message": None,
-            "nextRunTime": _ts(times[0]) if times and not plan.paused else None, "observedGeneration": key[1]})
+            "nextRunTime": rfc3339(times[0]) if times and not plan.paused else None, "observedGeneration": key[1]})
         self._synced.add(key)
 
     async def resync(self, interval: float) -> None:
@@ -169,7 +166,7 @@ class ScheduleSync:
             return
         times = desc.info.next_action_times
         paused = desc.schedule.state.paused
-        next_run = _ts(times[0]) if times and not paused else None
+        next_run = rfc3339(times[0]) if times and not paused else None
         if next_run != status.get("nextRunTime"):
             await self._write_status(ref, {"nextRunTime": next_run})
 

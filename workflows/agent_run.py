@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         StartRun,
         StatusWrite,
     )
+    from models.timestamps import rfc3339
 
     from . import policies
 
@@ -115,10 +116,6 @@ def _failure_reason(error: str) -> str:
 
 def _run_gone(e: ActivityError) -> bool:
     return isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE
-
-
-def _ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse(ts: str) -> datetime:
@@ -221,7 +218,7 @@ class AgentRunWorkflow:
                 if res.resolved is not None:
                     self._task = res.resolved.task
                 # 2. Pending, as soon as the workflow runs (Sympozium leaves the phase empty here).
-                await self._phase("Pending", started_at=_ts(workflow.now()), workflow_id=workflow.info().workflow_id,
+                await self._phase("Pending", started_at=rfc3339(workflow.now()), workflow_id=workflow.info().workflow_id,
                                   observed_generation=start.ref.generation)
                 if res.resolved is None:
                     problem = res.problem or "invalid spec"
@@ -262,7 +259,7 @@ class AgentRunWorkflow:
         self._event_seq += 1
         event = RunEvent(topic=topic, run_name=self._ref.name, namespace=self._ref.namespace,
                          instance_name=self._state.agent, workflow_id=workflow.info().workflow_id,
-                         seq=self._event_seq, timestamp=_ts(workflow.now()), data=data)
+                         seq=self._event_seq, timestamp=rfc3339(workflow.now()), data=data)
         self._events.append(workflow.start_activity_method(
             EventActivities.publish_event, event, summary=f"event {topic}",
             start_to_close_timeout=policies.EVENT_CALL, schedule_to_close_timeout=policies.EVENT_BUDGET,
@@ -353,10 +350,10 @@ class AgentRunWorkflow:
         gate = run.gate_hook
         assert gate is not None
         started = workflow.now()
-        self._gate = GateView(state="pending", requested_at=_ts(started))
+        self._gate = GateView(state="pending", requested_at=rfc3339(started))
         workflow.upsert_search_attributes([SA_GATE.value_set("pending")])
         hook = await self._hooks(run, "post-run", req, stop_when=lambda: self._verdict is not None,
-                                 gate_requested_at=_ts(started))
+                                 gate_requested_at=rfc3339(started))
         gate_failed = (not hook.ok and hook.failed_hook == gate.name and hook.exit_code != 124
                        and self._verdict is None)
         if not hook.ok and hook.failed_hook != gate.name and hook.message:
@@ -378,7 +375,7 @@ class AgentRunWorkflow:
         decided_by = v.decided_by if v else "gate-default"
         reason = (v.reason or f"{v.action} via {v.source}") if v else (
             "gate hook failed without a verdict" if gate_failed else f"no verdict within {run.gate_timeout_seconds}s")
-        self._gate = GateView(state=label, gate_verdict=label, requested_at=_ts(started), decided_at=_ts(workflow.now()),
+        self._gate = GateView(state=label, gate_verdict=label, requested_at=rfc3339(started), decided_at=rfc3339(workflow.now()),
                               decided_by=decided_by, reason=reason, result=final)
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
         conditions.append(self._cond("GateResolved", "True", label, reason))
@@ -539,7 +536,7 @@ class AgentRunWorkflow:
     @staticmethod
     def _cond(ctype: str, status: str, reason: str, message: str) -> Condition:
         return Condition(type=ctype, status=status, reason=reason, message=message,
-                         last_transition_time=_ts(workflow.now()))
+                         last_transition_time=rfc3339(workflow.now()))
 
     async def _status(self, conditions: list[Condition] | None = None, **fields: Any) -> None:
         assert self._ref is not None
@@ -566,7 +563,7 @@ class AgentRunWorkflow:
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
                       conditions: list[Condition] | None = None, **extra: Any) -> RunResult:
         self._done = True
-        fields: dict[str, Any] = {"completed_at": _ts(workflow.now()), "workflow_id": workflow.info().workflow_id,
+        fields: dict[str, Any] = {"completed_at": rfc3339(workflow.now()), "workflow_id": workflow.info().workflow_id,
                                   **extra}
         if result is not None:
             fields["result"] = result

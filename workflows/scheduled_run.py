@@ -11,7 +11,6 @@ removes its run and waits for the run's cleanup before the next tick starts).
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -32,16 +31,13 @@ with workflow.unsafe.imports_passed_through():
         TickResult,
     )
     from models.steps import StartRun
+    from models.timestamps import rfc3339
 
     from . import policies
 
 from .agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, RunResult, workflow_id
 
 SCHEDULED_START = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
-
-
-def _ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @workflow.defn
@@ -64,7 +60,7 @@ class ScheduledRunWorkflow:
         if tick.catchup_seconds is not None and late > tick.catchup_seconds:
             return self._done(skipped=f"started {late:.0f}s after its tick, beyond catchupWindow "
                                       f"({tick.catchup_seconds}s)")
-        req = TickRequest(schedule=tick.schedule, tick_time=_ts(when), timezone=tick.timezone,
+        req = TickRequest(schedule=tick.schedule, tick_time=rfc3339(when), timezone=tick.timezone,
                           concurrency_policy=tick.concurrency_policy, tick_workflow_id=info.workflow_id)
         # 1. Name the run and apply concurrencyPolicy.
         plan: TickPlan = await self._act(ScheduleActivities.plan_tick, req,
