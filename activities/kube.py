@@ -354,11 +354,6 @@ class KubeActivities:
         return outcome
 
     @activity.defn
-    async def pod_name(self, job: JobRef) -> str:
-        pod = await self._pod_of(job)
-        return str(pod.metadata.name) if pod is not None else ""
-
-    @activity.defn
     async def delete_job(self, req: DeleteJob) -> None:
         await self._delete(self.batch.delete_namespaced_job, req.job.name, req.job.namespace,
                            propagation="Foreground" if req.foreground else "Background", uid=req.job.uid)
@@ -437,7 +432,7 @@ class KubeActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.resolve_run, self.write_status, self.ensure_lifecycle_rbac, self.ensure_workspace,
-                self.create_job, self.check_job, self.read_hook_outcome, self.read_agent_result, self.pod_name,
+                self.create_job, self.check_job, self.read_hook_outcome, self.read_agent_result,
                 self.delete_job, self.cleanup, self.release_run]
 
 
