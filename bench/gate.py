@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import socket
@@ -67,6 +66,7 @@ from bench.runs import (
     _percentile,
     _proc_status,
     _requests_line,
+    print_figures,
 )
 from cli.stack import stop_process
 from worker.settings import KubeSettings, WorkerSettings
@@ -545,7 +545,7 @@ def main() -> int:
         else:
             print(f"state and logs kept in {state}")
     if args.json:
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}))
+        print_figures(figures)
     return 0
 
 

@@ -718,6 +718,11 @@ def floor(stack: Stack, runs: int) -> dict[str, float]:
 
 # -- main ---------------------------------------------------------------------------------------------------
 
+def print_figures(figures: dict[str, float | None]) -> None:
+    """The `--json` line: one object, floats to four places."""
+    print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=200, help="runs for the AgentRun, ceiling and floor figures")
@@ -778,7 +783,7 @@ def main() -> int:
         else:
             print(f"state and logs kept in {state}")
     if args.json:
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}))
+        print_figures(figures)
     return 0
 
 
