@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -87,6 +87,9 @@ class _Finished(Exception):
 
 
 HOOK_TIMEOUT = "HookTimeout"
+# Before this patch, a run deleted while an activity ran ended Failed ("Activity cancelled") and was
+# cleaned up without killing its Jobs; histories recorded so still replay that way.
+CANCELLED_IN_A_STEP = "cancelled-in-a-step-v1"
 STOPPED_FOR_VERDICT = "StoppedForVerdict"
 
 
@@ -234,6 +237,9 @@ class AgentRunWorkflow:
             except _Finished as f:
                 outcome = f.result
             except ActivityError as e:
+                if is_cancelled_exception(e) and workflow.patched(CANCELLED_IN_A_STEP):
+                    # Deleted while a step ran: the step was cancelled with the run, which is no failure.
+                    raise asyncio.CancelledError() from e
                 # A step failed for good (its retries ran out): the run fails, and cleanup still happens.
                 outcome = await self._fail_quietly(f"{e.message}: {e.cause}" if e.cause else str(e))
         except asyncio.CancelledError:

