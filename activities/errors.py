@@ -1,39 +1,50 @@
-"""One place that decides which Kubernetes failures are retried (DESIGN house style 7).
+"""The one place that decides which Kubernetes failures an activity retries (DESIGN house style 7).
 
-400, 403, 422 and 404-on-create are the caller's mistake or a policy: retrying cannot help, so
-they become non-retryable `ApplicationError`s with a typed reason and the run fails with a
-clear message. 409, 429, 5xx and connection problems are transient and are retried by
-Temporal's retry policy.
+A refused request (400, 401, 403, 405, 415, 422, and a 404 on create: the namespace is missing)
+is the caller's mistake or a policy: retrying cannot help, so it becomes a non-retryable
+`ApplicationError` with a typed reason and the run fails with a clear message. 409, 410, 429,
+5xx, other 404s and connection problems are transient and are retried by Temporal's retry policy.
 """
 
 from __future__ import annotations
 
-import json
+import functools
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec, TypeVar
 
-from kubernetes.client.rest import ApiException
 from temporalio.exceptions import ApplicationError
-from urllib3.exceptions import HTTPError
 
-PERMANENT = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 405: "MethodNotAllowed", 415: "UnsupportedMediaType",
-             422: "Invalid"}
+from models.kube import BadRequest, Forbidden, Invalid, KubeError, NotFound, Transient, Unauthorized
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def status_message(e: ApiException) -> str:
-    try:
-        body = json.loads(e.body or "{}")
-        return str(body.get("message") or e.reason or "")
-    except (ValueError, TypeError):
-        return str(e.reason or e.body or "")
+_PERMANENT: dict[type[KubeError], str] = {BadRequest: "BadRequest", Unauthorized: "Unauthorized",
+                                           Forbidden: "Forbidden", Invalid: "Invalid"}
 
 
-def kube_error(e: Exception, *, action: str, creating: bool = False) -> Exception:
-    """The exception an activity raises for a failed Kubernetes call."""
-    if isinstance(e, ApiException):
-        msg = f"{action}: {status_message(e)} (HTTP {e.status})"
-        if e.status in PERMANENT or (creating and e.status == 404):
-            reason = PERMANENT.get(e.status, "NotFound")
-            return ApplicationError(msg, type=f"Kubernetes{reason}", non_retryable=True)
-        return ApplicationError(msg, type=f"KubernetesTransient{e.status}")
-    if isinstance(e, (HTTPError, OSError, TimeoutError)):
-        return ApplicationError(f"{action}: {e}", type="KubernetesUnavailable")
-    return e
+def application_error(e: KubeError, *, creating: bool = False) -> ApplicationError:
+    """The `ApplicationError` an activity raises for a failed Kubernetes call (`creating`: a 404 is permanent)."""
+    if isinstance(e, Transient) and not e.status:
+        return ApplicationError(str(e), type="KubernetesUnavailable")
+    for cls, reason in _PERMANENT.items():
+        if isinstance(e, cls):
+            if cls is BadRequest and e.status in (405, 415):
+                reason = {405: "MethodNotAllowed", 415: "UnsupportedMediaType"}[e.status]
+            return ApplicationError(str(e), type=f"Kubernetes{reason}", non_retryable=True)
+    if creating and isinstance(e, NotFound):
+        return ApplicationError(str(e), type="KubernetesNotFound", non_retryable=True)
+    return ApplicationError(str(e), type=f"KubernetesTransient{e.status}")
+
+
+def kube_activity(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Wrap an activity: a `KubeError` that escapes it leaves as the `ApplicationError` above."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except KubeError as e:
+            raise application_error(e) from e
+
+    return wrapper

@@ -2,25 +2,25 @@
 
 Each activity is idempotent under retry: objects have deterministic names, a create that
 finds the object already there adopts it (after checking it belongs to this run), and a
-delete that finds nothing is done. Calls go through the synchronous `kubernetes` client on a
-thread, behind a client-side rate limit so a burst of runs cannot flood the API server.
+delete that finds nothing is done. Calls go through the access layer (`models.kube.Kube`):
+one rate limit per worker, typed errors, and `kube_activity` turns what escapes an activity
+into a retryable or non-retryable `ApplicationError` in one place (activities/errors.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from typing import Any, cast
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from models.agentrun import AgentRunStatus
 from models.base import FieldProblem
 from models.evaluate import Reader, evaluate_run
+from models.kube import BadRequest, Conflict, Kube, NotFound, RateLimiter, finalizer_added, finalizer_removed
+from models.names import AGENTRUNS, GROUP, RUN_FINALIZER, VERSION, hook_of, lifecycle_name, workspace_name
 from models.slots import slot_limit
 from models.steps import (
     Cleanup,
@@ -37,83 +37,40 @@ from models.steps import (
 )
 
 from . import manifests as mf
-from .errors import kube_error
+from .errors import application_error, kube_activity
 from .results import AgentOutcome, agent_outcome, skip_reason
 
-FINALIZER = "agentrun.dev/cleanup"
 RUN_GONE = "RunGone"
-GROUP, VERSION = "sympozium.ai", "v1alpha1"
 LOG_TAIL_LINES = 1000
-
-
-class RateLimiter:
-    """A token bucket: at most `qps` calls per second on average, bursts up to `burst`."""
-
-    def __init__(self, qps: float, burst: int) -> None:
-        self.qps = qps
-        self.burst = burst
-        self._tokens = float(burst)
-        self._last = time.monotonic()
-        self._lock = asyncio.Lock()
-
-    async def acquire(self) -> None:
-        if self.qps <= 0:
-            return
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
-                self._last = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
-                    return
-                await asyncio.sleep((1 - self._tokens) / self.qps)
-
-
-async def kube_call(limiter: RateLimiter, fn: Callable[..., Any], *args: Any, action: str, creating: bool = False,
-                    **kw: Any) -> Any:
-    """Run a client call on a thread behind the worker's shared rate limit.
-
-    ApiException passes through for the caller to judge (a 404 or 409 is often an answer, not a
-    failure); anything else (connection errors) becomes the error `kube_error` makes of it.
-    Returns Any because the client's models are attribute bags."""
-    await limiter.acquire()
-    try:
-        return await asyncio.to_thread(fn, *args, **kw)
-    except ApiException:
-        raise
-    except Exception as e:
-        raise kube_error(e, action=action, creating=creating) from e
 
 
 class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
                  qps: float = 50.0, burst: int = 100) -> None:
+        self.kube = Kube(api, qps=qps, burst=burst)
         self.api = api
-        self.core = client.CoreV1Api(api)
-        self.batch = client.BatchV1Api(api)
-        self.rbac = client.RbacAuthorizationV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.core, self.batch, self.rbac, self.custom = self.kube.core, self.kube.batch, self.kube.rbac, self.kube.custom
         self.default_image = default_image
         self.fallback_poll_seconds = fallback_poll_seconds
-        self.limiter = RateLimiter(qps, burst)
 
-    async def _call(self, fn: Callable[..., Any], *args: Any, action: str, creating: bool = False, **kw: Any) -> Any:
-        return await kube_call(self.limiter, fn, *args, action=action, creating=creating, **kw)
+    @property
+    def limiter(self) -> RateLimiter:
+        return self.kube.limiter
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
+        return await self.kube.call(fn, *args, action=action, **kw)
 
     async def _create(self, fn: Callable[..., Any], namespace: str, body: dict[str, Any], *, read: Callable[..., Any],
                       uid: str) -> Any:
         """Create, or adopt an existing object of this run; another run's leftover is waited out."""
         kind, name = body["kind"], body["metadata"]["name"]
         try:
-            return await self._call(fn, namespace, body, action=f"create {kind} {name}", creating=True)
-        except ApiException as e:
-            if e.status != 409:
-                raise kube_error(e, action=f"create {kind} {name}", creating=True) from e
-        try:
-            existing = await self._call(read, name, namespace, action=f"read {kind} {name}")
-        except ApiException as e:
-            raise kube_error(e, action=f"read {kind} {name}") from e
+            return await self._call(fn, namespace, body, action=f"create {kind} {name}")
+        except NotFound as e:
+            raise application_error(e, creating=True) from e
+        except Conflict:
+            pass
+        existing = await self._call(read, name, namespace, action=f"read {kind} {name}")
         owners = [o.uid for o in (existing.metadata.owner_references or [])]
         if owners and uid not in owners:
             # A same-named object of a deleted earlier run is still being removed: retry later.
@@ -126,15 +83,14 @@ class KubeActivities:
     async def _get_run(self, ns: str, name: str) -> dict[str, Any]:
         try:
             obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
-                                   "agentruns", name, action=f"read AgentRun {name}")
+                                   AGENTRUNS, name, action=f"read AgentRun {ns}/{name}")
             return cast(dict[str, Any], obj)
-        except ApiException as e:
-            if e.status == 404:
-                raise ApplicationError(f"AgentRun {ns}/{name} no longer exists", type=RUN_GONE,
-                                       non_retryable=True) from e
-            raise kube_error(e, action=f"read AgentRun {ns}/{name}") from e
+        except NotFound as e:
+            raise ApplicationError(f"AgentRun {ns}/{name} no longer exists", type=RUN_GONE,
+                                   non_retryable=True) from e
 
     @activity.defn
+    @kube_activity
     async def resolve_run(self, start: StartRun) -> Resolution:
         """Read the run, its Agent and policy; add our finalizer; resolve and validate the spec."""
         ref = start.ref
@@ -159,27 +115,22 @@ class KubeActivities:
         async def read(plural: str, name: str) -> dict[str, Any] | None:
             try:
                 obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
-                                       plural, name, action=f"read {plural} {name}")
+                                       plural, name, action=f"read {plural} {ns}/{name}")
                 return cast(dict[str, Any], obj)
-            except ApiException as e:
-                if e.status == 404:
-                    return None
-                raise kube_error(e, action=f"read {plural} {ns}/{name}") from e
+            except NotFound:
+                return None
         return read
 
     async def _ensure_finalizer(self, run: dict[str, Any]) -> None:
         m = run["metadata"]
-        if FINALIZER in (m.get("finalizers") or []) or m.get("deletionTimestamp"):
+        patch = finalizer_added(m, RUN_FINALIZER)
+        if patch is None or m.get("deletionTimestamp"):
             return
-        patch = {"metadata": {"finalizers": [*(m.get("finalizers") or []), FINALIZER],
-                              "resourceVersion": m["resourceVersion"]}}
-        try:
-            await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], "agentruns",
-                             m["name"], patch, action="add finalizer")
-        except ApiException as e:
-            raise kube_error(e, action=f"add finalizer to AgentRun {m['name']}") from e
+        await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], AGENTRUNS,
+                         m["name"], patch, action=f"add finalizer to AgentRun {m['name']}")
 
     @activity.defn
+    @kube_activity
     async def write_status(self, req: StatusWrite) -> None:
         """Write status through the status subresource; conditions are upserted by type, never duplicated."""
         ref = req.ref
@@ -205,17 +156,16 @@ class KubeActivities:
             body = {"metadata": {"resourceVersion": run["metadata"]["resourceVersion"]}, "status": status}
             try:
                 await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
-                                 "agentruns", ref.name, body, action="write status")
+                                 AGENTRUNS, ref.name, body, action=f"write status of AgentRun {ref.name}")
                 return
-            except ApiException as e:
-                if e.status == 409:
-                    continue  # someone wrote in between: re-read and merge again
-                raise kube_error(e, action=f"write status of AgentRun {ref.name}") from e
+            except Conflict:
+                continue  # someone wrote in between: re-read and merge again
         raise ApplicationError("status write kept conflicting", type="StatusConflict")
 
     # -- RBAC and workspace -------------------------------------------------------------------
 
     @activity.defn
+    @kube_activity
     async def ensure_lifecycle_rbac(self, req: JobRequest) -> None:
         run = req.run
         await self._ensure_agent_account(run.ref.namespace)
@@ -233,12 +183,15 @@ class KubeActivities:
     async def _ensure_agent_account(self, ns: str) -> None:
         body = mf.agent_service_account(ns)
         try:
-            await self._call(self.core.create_namespaced_service_account, ns, body, action="create agent account")
-        except ApiException as e:
-            if e.status != 409:
-                raise kube_error(e, action="create ServiceAccount sympozium-agent", creating=True) from e
+            await self._call(self.core.create_namespaced_service_account, ns, body,
+                             action=f"create ServiceAccount {body['metadata']['name']}")
+        except NotFound as e:
+            raise application_error(e, creating=True) from e
+        except Conflict:
+            pass  # there already: it is shared by every run of the namespace
 
     @activity.defn
+    @kube_activity
     async def ensure_workspace(self, req: JobRequest) -> None:
         run = req.run
         await self._create(self.core.create_namespaced_persistent_volume_claim, run.ref.namespace,
@@ -248,6 +201,7 @@ class KubeActivities:
     # -- Jobs -----------------------------------------------------------------------------------
 
     @activity.defn
+    @kube_activity
     async def create_job(self, req: JobRequest) -> JobRef:
         run = req.run
         if req.component == "prerun":
@@ -263,23 +217,19 @@ class KubeActivities:
                       component=req.component)
 
     async def _pod_of(self, job: JobRef) -> Any | None:
-        try:
-            pods = await self._call(self.core.list_namespaced_pod, job.namespace,
-                                    label_selector=f"batch.kubernetes.io/controller-uid={job.uid}",
-                                    action=f"list pods of Job {job.name}")
-        except ApiException as e:
-            raise kube_error(e, action=f"list pods of Job {job.name}") from e
+        pods = await self._call(self.core.list_namespaced_pod, job.namespace,
+                                label_selector=f"batch.kubernetes.io/controller-uid={job.uid}",
+                                action=f"list pods of Job {job.name}")
         items: list[Any] = sorted(pods.items, key=lambda p: p.metadata.creation_timestamp)
         return items[-1] if items else None
 
     @activity.defn
+    @kube_activity
     async def check_job(self, job: JobRef) -> JobState:
         try:
-            obj = await self._call(self.batch.read_namespaced_job, job.name, job.namespace, action="read Job")
-        except ApiException as e:
-            if e.status == 404:
-                return JobState(job=job, missing=True, finished=True)
-            raise kube_error(e, action=f"read Job {job.name}") from e
+            obj = await self._call(self.batch.read_namespaced_job, job.name, job.namespace, action=f"read Job {job.name}")
+        except NotFound:
+            return JobState(job=job, missing=True, finished=True)
         if obj.metadata.uid != job.uid:
             return JobState(job=job, missing=True, finished=True)
         state = JobState(job=job)
@@ -298,6 +248,7 @@ class KubeActivities:
         return state
 
     @activity.defn
+    @kube_activity
     async def read_hook_outcome(self, state: JobState) -> HookOutcome:
         """Which hook failed (and how), or the preRun skip request."""
         job = state.job
@@ -311,7 +262,7 @@ class KubeActivities:
                     return HookOutcome(ok=False, failed_hook="setup", exit_code=term.exit_code,
                                        message=f"workspace setup failed with exit code {term.exit_code}")
                 continue
-            hook = cs.name.split("-", 1)[1] if "-" in cs.name else cs.name
+            hook = hook_of(cs.name)
             if term is not None and term.exit_code != 0:
                 return HookOutcome(ok=False, failed_hook=hook, exit_code=term.exit_code,
                                    message=f'hook "{hook}" failed with exit code {term.exit_code}')
@@ -332,12 +283,11 @@ class KubeActivities:
             text: str = await self._call(self.core.read_namespaced_pod_log, pod, ns, container=container,
                                          tail_lines=LOG_TAIL_LINES, action=f"read log of {pod}/{container}")
             return text
-        except ApiException as e:
-            if e.status in (400, 404):
-                return ""
-            raise kube_error(e, action=f"read log of {pod}/{container}") from e
+        except (BadRequest, NotFound):
+            return ""  # the container never started, or the pod is gone
 
     @activity.defn
+    @kube_activity
     async def read_agent_result(self, req: ResultRequest) -> AgentOutcome:
         pod = await self._pod_of(req.job)
         if pod is None:
@@ -354,6 +304,7 @@ class KubeActivities:
         return outcome
 
     @activity.defn
+    @kube_activity
     async def delete_job(self, req: DeleteJob) -> None:
         await self._delete(self.batch.delete_namespaced_job, req.job.name, req.job.namespace,
                            propagation="Foreground" if req.foreground else "Background", uid=req.job.uid)
@@ -365,25 +316,25 @@ class KubeActivities:
             body["preconditions"] = {"uid": uid}
         try:
             await self._call(fn, name, ns, body=body, action=f"delete {name}")
-        except ApiException as e:
-            if e.status in (404, 409):  # gone already, or a newer object with that name is not ours
-                return
-            raise kube_error(e, action=f"delete {name}") from e
+        except (NotFound, Conflict):
+            return  # gone already, or a newer object with that name is not ours
 
     @activity.defn
+    @kube_activity
     async def cleanup(self, req: Cleanup) -> None:
         """Remove what the run created: Jobs (unless kept), the workspace PVC, the lifecycle RBAC."""
         ns, name, uid = req.ref.namespace, req.ref.name, req.ref.uid
-        selector = f"{mf.LABEL_RUN}={name}"
+        selector = f"{mf.LABEL_RUN}={name}"  # the list, like every call here, maps its errors
         if not req.keep_jobs or req.kill_jobs:
-            jobs = await self._call(self.batch.list_namespaced_job, ns, label_selector=selector, action="list Jobs")
+            jobs = await self._call(self.batch.list_namespaced_job, ns, label_selector=selector,
+                                   action=f"list Jobs of AgentRun {name}")
             for job in jobs.items:
                 if any(o.uid == uid for o in job.metadata.owner_references or []):
                     await self._delete(self.batch.delete_namespaced_job, job.metadata.name, ns,
                                        propagation="Foreground", uid=job.metadata.uid)
         await self._delete_owned(self.core.delete_namespaced_persistent_volume_claim,
-                                 self.core.read_namespaced_persistent_volume_claim, f"{name}-workspace", ns, uid)
-        lc = f"sympozium-lifecycle-{name}"
+                                 self.core.read_namespaced_persistent_volume_claim, workspace_name(name), ns, uid)
+        lc = lifecycle_name(name)
         await self._delete_owned(self.rbac.delete_namespaced_role_binding, self.rbac.read_namespaced_role_binding,
                                  lc, ns, uid)
         await self._delete_owned(self.rbac.delete_namespaced_role, self.rbac.read_namespaced_role, lc, ns, uid)
@@ -395,40 +346,36 @@ class KubeActivities:
         """Delete `name` only if this run owns it (a same-named object of a newer run is left alone)."""
         try:
             obj = await self._call(read, name, ns, action=f"read {name}")
-        except ApiException as e:
-            if e.status == 404:
-                return
-            raise kube_error(e, action=f"read {name}") from e
+        except NotFound:
+            return
         if not any(o.uid == run_uid for o in obj.metadata.owner_references or []):
             return
         await self._delete(delete, name, ns, uid=obj.metadata.uid)
 
     @activity.defn
+    @kube_activity
     async def release_run(self, start: StartRun) -> None:
         """Remove our finalizer, so a deleted run object goes away once cleanup is done."""
         ref = start.ref
         for _attempt in range(5):
             try:
-                run = await self._get_run(ref.namespace, ref.name)
-            except ApplicationError:
-                return  # already gone
+                run = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ref.namespace,
+                                       AGENTRUNS, ref.name, action=f"read AgentRun {ref.namespace}/{ref.name}")
+            except NotFound:
+                return  # already gone (any other failure is retried: the finalizer must go)
             if run["metadata"]["uid"] != ref.uid:
                 return
-            fins = run["metadata"].get("finalizers") or []
-            if FINALIZER not in fins:
+            patch = finalizer_removed(run["metadata"], RUN_FINALIZER)
+            if patch is None:
                 return
-            patch = {"metadata": {"finalizers": [f for f in fins if f != FINALIZER],
-                                  "resourceVersion": run["metadata"]["resourceVersion"]}}
             try:
                 await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                 "agentruns", ref.name, patch, action="remove finalizer")
+                                 AGENTRUNS, ref.name, patch, action=f"remove finalizer of AgentRun {ref.name}")
                 return
-            except ApiException as e:
-                if e.status == 404:
-                    return
-                if e.status == 409:
-                    continue
-                raise kube_error(e, action=f"remove finalizer of AgentRun {ref.name}") from e
+            except NotFound:
+                return
+            except Conflict:
+                continue
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.resolve_run, self.write_status, self.ensure_lifecycle_rbac, self.ensure_workspace,
@@ -436,4 +383,4 @@ class KubeActivities:
                 self.delete_job, self.cleanup, self.release_run]
 
 
-__all__ = ["AgentRunStatus", "KubeActivities", "RateLimiter"]
+__all__ = ["AgentRunStatus", "KubeActivities"]

@@ -7,24 +7,26 @@ the run's labels, so a retried create finds (and adopts) what an earlier attempt
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
+from models import names
+from models.names import (
+    AGENT_SERVICE_ACCOUNT,
+    ANNOTATION_WORKFLOW,
+    API_VERSION,
+    LABEL_COMPONENT,
+    LABEL_INSTANCE,
+    LABEL_MANAGED,
+    LABEL_RUN,
+    MANAGED_BY,
+    Component,
+)
 from models.resolve import ResolvedHook, ResolvedRun
 
 Manifest = dict[str, Any]
 
-GROUP = "sympozium.ai"
-RUN_API_VERSION = "sympozium.ai/v1alpha1"
-LABEL_RUN = "sympozium.ai/agent-run"
-LABEL_INSTANCE = "sympozium.ai/instance"
-LABEL_COMPONENT = "sympozium.ai/component"
-LABEL_MANAGED = "app.kubernetes.io/managed-by"
-ANNOTATION_WORKFLOW = "agentrun.dev/workflow-id"
-AGENT_SERVICE_ACCOUNT = "sympozium-agent"
 RESULT_LIMIT = 32768  # bytes of AGENT_RESULT handed to postRun hooks
 JOB_TTL_SECONDS = 300
-MAX_JOB_NAME = 63  # a Job's name is a pod label value (job-name), so at most 63 characters
 SETUP_IMAGE = "busybox:1.36"
 SKIP_MARKER = "__AGENTRUN_SKIP__"
 # Keys an auth Secret may carry; each is mapped optionally, as Sympozium does.
@@ -34,36 +36,25 @@ AUTH_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "AZU
 
 
 def lifecycle_name(run: ResolvedRun) -> str:
-    return f"sympozium-lifecycle-{run.ref.name}"
+    return names.lifecycle_name(run.ref.name)
 
 
 def workspace_name(run: ResolvedRun) -> str:
-    return f"{run.ref.name}-workspace"
+    return names.workspace_name(run.ref.name)
 
 
-def job_name(run: ResolvedRun, component: str) -> str:
-    """`<run>`, `<run>-prerun`, `<run>-postrun`; a name too long for a Job is shortened with a hash.
-
-    Cutting alone would give a 63-character run's three Jobs the same name, and the agent
-    step would then adopt the preRun Job as its own.
-    """
-    suffix = {"prerun": "-prerun", "agent-run": "", "post-run": "-postrun"}[component]
-    name = run.ref.name + suffix
-    if len(name) <= MAX_JOB_NAME:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    head = run.ref.name[:MAX_JOB_NAME - len(suffix) - len(digest) - 1].rstrip("-")
-    return f"{head}-{digest}{suffix}"
+def job_name(run: ResolvedRun, component: Component) -> str:
+    return names.job_name(run.ref.name, component)
 
 
 def owner(run: ResolvedRun) -> Manifest:
-    return {"apiVersion": RUN_API_VERSION, "kind": "AgentRun", "name": run.ref.name, "uid": run.ref.uid,
+    return {"apiVersion": API_VERSION, "kind": "AgentRun", "name": run.ref.name, "uid": run.ref.uid,
             "controller": True, "blockOwnerDeletion": True}
 
 
 def labels(run: ResolvedRun, component: str) -> dict[str, str]:
     return {LABEL_RUN: run.ref.name, LABEL_INSTANCE: run.agent, LABEL_COMPONENT: component,
-            LABEL_MANAGED: "agentrun"}
+            LABEL_MANAGED: MANAGED_BY}
 
 
 def _meta(run: ResolvedRun, name: str, component: str, workflow_id: str = "") -> Manifest:
@@ -80,7 +71,7 @@ def agent_service_account(namespace: str) -> Manifest:
     """The agent pod's identity: it holds no permissions (nothing binds to it)."""
     return {"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": AGENT_SERVICE_ACCOUNT, "namespace": namespace,
-                         "labels": {LABEL_MANAGED: "agentrun"}},
+                         "labels": {LABEL_MANAGED: MANAGED_BY}},
             "automountServiceAccountToken": False}
 
 
@@ -168,8 +159,8 @@ def _spec_env(run: ResolvedRun) -> list[Manifest]:
     return _env(sorted(run.env.items()))
 
 
-def _hook_container(hook: ResolvedHook, prefix: str, env: list[Manifest], run: ResolvedRun) -> Manifest:
-    c: Manifest = {"name": f"{prefix}-{hook.name}", "image": hook.image, "env": env,
+def _hook_container(hook: ResolvedHook, component: Component, env: list[Manifest], run: ResolvedRun) -> Manifest:
+    c: Manifest = {"name": names.hook_container(component, hook.name), "image": hook.image, "env": env,
                    "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER)}
     if hook.command:
         c["command"] = list(hook.command)
@@ -180,7 +171,7 @@ def _hook_container(hook: ResolvedHook, prefix: str, env: list[Manifest], run: R
     return c
 
 
-def _job(run: ResolvedRun, component: str, *, workflow_id: str, pod_spec: Manifest,
+def _job(run: ResolvedRun, component: Component, *, workflow_id: str, pod_spec: Manifest,
          deadline_seconds: int) -> Manifest:
     name = job_name(run, component)
     spec: Manifest = {
@@ -210,7 +201,7 @@ def hook_deadline(hooks: list[ResolvedHook]) -> int:
 def prerun_job(run: ResolvedRun, *, workflow_id: str) -> Manifest:
     inits = [_setup_container(run)]
     for h in run.pre_run:
-        inits.append(_hook_container(h, "pre", [*_common_hook_env(run), *_hook_own_env(h), *_spec_env(run)], run))
+        inits.append(_hook_container(h, "prerun", [*_common_hook_env(run), *_hook_own_env(h), *_spec_env(run)], run))
     done = {"name": "done", "image": SETUP_IMAGE,
             "command": ["sh", "-c", f'if [ -f /ipc/control/skip ]; then printf "{SKIP_MARKER}"; '
                                     "cat /ipc/control/skip; fi"],
@@ -272,7 +263,7 @@ def postrun_job(run: ResolvedRun, *, workflow_id: str, agent_exit_code: int, age
                *_spec_env(run), *_hook_own_env(h)]
         if h.gate:
             env.append({"name": "GATE_MODE", "value": "true"})
-        inits.append(_hook_container(h, "post", env, run))
+        inits.append(_hook_container(h, "post-run", env, run))
     done = {"name": "done", "image": SETUP_IMAGE, "command": ["true"], "volumeMounts": _mounts(run),
             "securityContext": dict(SECURE_CONTAINER)}
     pod = {"serviceAccountName": lifecycle_name(run) if run.rbac else AGENT_SERVICE_ACCOUNT,

@@ -19,18 +19,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 from temporalio import activity
 
 from models.agent import normalize_agent
 from models.agentrun import TERMINAL_PHASES
 from models.base import FieldProblem
+from models.kube import Conflict, Kube, NotFound
+from models.names import AGENTRUNS, GROUP, VERSION
 from models.prune import AgentHistory, PruneRequest, PruneSummary
 from models.timestamps import parse_rfc3339
 
-from .errors import kube_error
-from .kube import GROUP, VERSION, RateLimiter, kube_call
+from .errors import kube_activity
 
 # Both plurals of an Agent; `agents` wins when both exist, as when a run resolves its Agent.
 AGENT_PLURALS = ("agents", "sympoziuminstances")
@@ -126,15 +125,14 @@ def agent_limit(obj: dict[str, Any]) -> int | None:
 
 
 class PruneActivities:
-    def __init__(self, api: client.ApiClient, *, limiter: RateLimiter | None = None,
-                 page_size: int = PAGE_SIZE) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        # Shared with the other Kubernetes activities of the worker, so a big pass cannot flood the API.
-        self.limiter = limiter or RateLimiter(50.0, 100)
+    def __init__(self, kube: Kube, *, page_size: int = PAGE_SIZE) -> None:
+        # The worker's access layer, shared with its other Kubernetes activities, so a big pass cannot flood the API.
+        self.kube = kube
+        self.custom = kube.custom
         self.page_size = page_size
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
-        return await kube_call(self.limiter, fn, *args, action=action, **kw)
+        return await self.kube.call(fn, *args, action=action, **kw)
 
     async def _list(self, plural: str, namespaces: list[str]) -> list[dict[str, Any]]:
         """Every object of `plural` in `namespaces` (all when empty), page by page; [] if not served."""
@@ -153,11 +151,9 @@ class PruneActivities:
                     else:
                         page = await self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, plural,
                                                 action=action, **kw)
-                except ApiException as e:
-                    if e.status == 404:  # the kind is not installed: nothing of it to read
-                        break
-                    # 410 (an expired continue token) is transient: the retried attempt lists afresh.
-                    raise kube_error(e, action=action) from e
+                except NotFound:
+                    break  # the kind is not installed: nothing of it to read
+                # Gone (410, an expired continue token) leaves as a retryable error: the next attempt lists afresh.
                 out.extend(page.get("items") or [])
                 activity.heartbeat(f"listed {len(out)} {plural}")
                 token = (page.get("metadata") or {}).get("continue")
@@ -179,17 +175,16 @@ class PruneActivities:
         action = f"delete AgentRun {run.namespace}/{run.name}"
         try:
             await self._call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, run.namespace,
-                             "agentruns", run.name, body=body, action=action)
+                             AGENTRUNS, run.name, body=body, action=action)
             return True
-        except ApiException as e:
-            if e.status in (404, 409):
-                return False
-            raise kube_error(e, action=action) from e
+        except (NotFound, Conflict):
+            return False  # gone, or changed since it was listed
 
     @activity.defn
+    @kube_activity
     async def prune_run_history(self, req: PruneRequest) -> PruneSummary:
         """Keep the newest N terminal runs per Agent in the namespaces (all if none); delete the rest."""
-        runs = [run_entry(o) for o in await self._list("agentruns", req.namespaces)]
+        runs = [run_entry(o) for o in await self._list(AGENTRUNS, req.namespaces)]
         limits = await self._limits(req.namespaces)
         plan = select_for_pruning(runs, limits=limits, default=req.keep)
         deleted: dict[AgentKey, int] = defaultdict(int)

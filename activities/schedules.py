@@ -13,12 +13,24 @@ from datetime import datetime
 from typing import Any, cast
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from models.agentrun import TERMINAL_PHASES
+from models.kube import Conflict, Kube, NotFound
+from models.names import (
+    AGENTRUNS,
+    ANNOTATION_TICK,
+    ANNOTATION_TICK_TIME,
+    API_VERSION,
+    GROUP,
+    LABEL_INSTANCE,
+    LABEL_SCHEDULE,
+    LABEL_TYPE,
+    SCHEDULES,
+    VERSION,
+)
 from models.schedule import (
     RemoveRuns,
     RunName,
@@ -32,16 +44,9 @@ from models.schedule import (
 )
 from models.timestamps import rfc3339
 
-from .errors import kube_error
-from .kube import RateLimiter, kube_call
+from .errors import application_error, kube_activity
 
-GROUP, VERSION = "sympozium.ai", "v1alpha1"
-LABEL_SCHEDULE = "sympozium.ai/schedule"
-LABEL_INSTANCE = "sympozium.ai/instance"
-LABEL_TYPE = "sympozium.ai/type"
 # Tells the bridge that the tick workflow starts this run's workflow itself (as its child).
-ANNOTATION_TICK = "agentrun.dev/tick-workflow"
-ANNOTATION_TICK_TIME = "agentrun.dev/tick-time"
 SCHEDULE_GONE = "ScheduleGone"
 GONE_POLL_SECONDS = 1.0
 
@@ -56,35 +61,28 @@ def _not_terminal(run: dict[str, Any]) -> bool:
 
 
 class ScheduleActivities:
-    def __init__(self, api: client.ApiClient, *, limiter: RateLimiter | None = None) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        # Shared with the worker's other Kubernetes activities.
-        self.limiter = limiter or RateLimiter(50.0, 100)
+    def __init__(self, kube: Kube) -> None:
+        # The worker's access layer, shared with its other Kubernetes activities (one rate limit).
+        self.kube = kube
+        self.custom = kube.custom
 
-    async def _call(self, fn: Callable[..., Any], *args: Any, action: str, creating: bool = False,
-                    **kwargs: Any) -> Any:
-        try:
-            return await kube_call(self.limiter, fn, *args, action=action, creating=creating, **kwargs)
-        except ApiException as e:
-            raise kube_error(e, action=action, creating=creating) from e
+    async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kwargs: Any) -> Any:
+        return await self.kube.call(fn, *args, action=action, **kwargs)
 
     async def _schedule(self, ref: ScheduleRef) -> dict[str, Any] | None:
         """The schedule object if it still is the one that ticked (same uid, not being deleted)."""
         try:
-            obj: Any = await kube_call(self.limiter, self.custom.get_namespaced_custom_object, GROUP, VERSION,
-                                       ref.namespace, "sympoziumschedules", ref.name,
-                                       action=f"read SympoziumSchedule {ref.name}")
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise kube_error(e, action=f"read SympoziumSchedule {ref.name}") from e
+            obj: Any = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION,
+                                        ref.namespace, SCHEDULES, ref.name, action=f"read SympoziumSchedule {ref.name}")
+        except NotFound:
+            return None
         meta = obj.get("metadata") or {}
         if meta.get("uid") != ref.uid or meta.get("deletionTimestamp"):
             return None
         return cast(dict[str, Any], obj)
 
     async def _runs_of(self, ref: ScheduleRef) -> list[dict[str, Any]]:
-        out = await self._call(self.custom.list_namespaced_custom_object, GROUP, VERSION, ref.namespace, "agentruns",
+        out = await self._call(self.custom.list_namespaced_custom_object, GROUP, VERSION, ref.namespace, AGENTRUNS,
                                label_selector=f"{LABEL_SCHEDULE}={ref.name}", action=f"list runs of schedule {ref.name}")
         runs = [r for r in out.get("items") or []
                 if ((r.get("metadata") or {}).get("labels") or {}).get(LABEL_SCHEDULE) == ref.name
@@ -92,6 +90,7 @@ class ScheduleActivities:
         return runs
 
     @activity.defn
+    @kube_activity
     async def plan_tick(self, req: TickRequest) -> TickPlan:
         """Name the tick's run and apply concurrencyPolicy: Forbid skips, Replace lists what to remove."""
         name = run_name(req.schedule.name, _parse(req.tick_time), req.timezone)
@@ -109,28 +108,25 @@ class ScheduleActivities:
                                                         uid=r["metadata"]["uid"]) for r in active])
 
     @activity.defn
+    @kube_activity
     async def remove_runs(self, req: RemoveRuns) -> None:
         """Delete runs and wait until they are gone: their workflows clean up and release them first."""
         for r in req.runs:
             body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=r.uid) if r.uid else None)
             try:
-                await kube_call(self.limiter, self.custom.delete_namespaced_custom_object, GROUP, VERSION,
-                                r.namespace, "agentruns", r.name, body=body, action=f"delete AgentRun {r.name}")
-            except ApiException as e:
-                if e.status not in (404, 409):  # 409: the uid precondition failed, it is another object now
-                    raise kube_error(e, action=f"delete AgentRun {r.name} ({req.reason})") from e
+                await self._call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, r.namespace, AGENTRUNS,
+                                 r.name, body=body, action=f"delete AgentRun {r.name} ({req.reason})")
+            except (NotFound, Conflict):
+                pass  # gone, or (the uid precondition failed) it is another object now
         pending = list(req.runs)
         while pending:
             still = []
             for r in pending:
                 try:
-                    obj: Any = await kube_call(self.limiter, self.custom.get_namespaced_custom_object, GROUP,
-                                               VERSION, r.namespace, "agentruns", r.name,
-                                               action=f"read AgentRun {r.name}")
-                except ApiException as e:
-                    if e.status == 404:
-                        continue
-                    raise kube_error(e, action=f"read AgentRun {r.name}") from e
+                    obj: Any = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION,
+                                                r.namespace, AGENTRUNS, r.name, action=f"read AgentRun {r.name}")
+                except NotFound:
+                    continue
                 if not r.uid or obj["metadata"]["uid"] == r.uid:
                     still.append(r)
             pending = still
@@ -139,6 +135,7 @@ class ScheduleActivities:
                 await asyncio.sleep(GONE_POLL_SECONDS)
 
     @activity.defn
+    @kube_activity
     async def create_scheduled_run(self, req: TickRequest) -> TickCreated:
         """Create `<schedule>-<tick>` owned by the schedule, with the Agent's defaults (SPEC §6)."""
         ref = req.schedule
@@ -150,11 +147,11 @@ class ScheduleActivities:
         labels = {LABEL_SCHEDULE: ref.name, LABEL_INSTANCE: str(spec.get("agentRef", "")),
                   LABEL_TYPE: str(spec.get("type") or "scheduled")}
         body = {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun",
+            "apiVersion": API_VERSION, "kind": "AgentRun",
             "metadata": {
                 "name": name, "namespace": ref.namespace, "labels": labels,
                 "annotations": {ANNOTATION_TICK: req.tick_workflow_id, ANNOTATION_TICK_TIME: req.tick_time},
-                "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "SympoziumSchedule",
+                "ownerReferences": [{"apiVersion": API_VERSION, "kind": "SympoziumSchedule",
                                      "name": ref.name, "uid": ref.uid, "controller": True,
                                      "blockOwnerDeletion": True}],
             },
@@ -163,18 +160,19 @@ class ScheduleActivities:
         }
         obj: Any
         try:
-            obj = await kube_call(self.limiter, self.custom.create_namespaced_custom_object, GROUP, VERSION,
-                                  ref.namespace, "agentruns", body, action=f"create AgentRun {name}", creating=True)
-        except ApiException as e:
-            if e.status != 409:
-                raise kube_error(e, action=f"create AgentRun {name}", creating=True) from e
+            obj = await self._call(self.custom.create_namespaced_custom_object, GROUP, VERSION, ref.namespace,
+                                   AGENTRUNS, body, action=f"create AgentRun {name}")
+        except NotFound as e:
+            raise application_error(e, creating=True) from e
+        except Conflict:
             obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                   "agentruns", name, action=f"read AgentRun {name}")
+                                   AGENTRUNS, name, action=f"read AgentRun {name}")
             if not any(o.get("uid") == ref.uid for o in obj["metadata"].get("ownerReferences") or []):
                 return TickCreated(skip_reason=f"an AgentRun named {name} exists and was not made by this schedule")
         return TickCreated(namespace=ref.namespace, name=name, uid=obj["metadata"]["uid"])
 
     @activity.defn
+    @kube_activity
     async def record_tick(self, req: TickRecord) -> None:
         """Mirror the tick into the schedule's status: lastRunTime/Name, totalRuns, nextRunTime."""
         ref = req.schedule
@@ -197,15 +195,13 @@ class ScheduleActivities:
                      "status": {"lastRunTime": req.tick_time, "lastRunName": req.run_name, "totalRuns": total,
                                 "nextRunTime": next_run}}
             try:
-                await kube_call(self.limiter, self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
-                                ref.namespace, "sympoziumschedules", ref.name, patch,
-                                action=f"write status of SympoziumSchedule {ref.name}")
+                await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
+                                 SCHEDULES, ref.name, patch, action=f"write status of SympoziumSchedule {ref.name}")
                 return
-            except ApiException as e:
-                if e.status == 404:
-                    return
-                if e.status != 409:
-                    raise kube_error(e, action=f"write status of SympoziumSchedule {ref.name}") from e
+            except NotFound:
+                return
+            except Conflict:
+                continue
         raise ApplicationError(f"status of SympoziumSchedule {ref.name} kept changing; retrying", type="Conflict")
 
     def all(self) -> list[Callable[..., Any]]:

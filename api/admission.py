@@ -28,21 +28,19 @@ import json
 import logging
 from typing import Any, Literal, cast
 
-import urllib3
 from fastapi import APIRouter, HTTPException, Request
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from models.base import PolicyViolation
 from models.evaluate import Reader, evaluate_run
+from models.kube import Kube, KubeError, NotFound
+from models.names import GROUP, VERSION
 from models.resolve import approval_tools
 
 from .deps import State, StateDep
 
 log = logging.getLogger("agentrun.api.admission")
-GROUP, VERSION = "sympozium.ai", "v1alpha1"
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 # The answer must come well inside the webhook's timeoutSeconds (deploy/webhook.yaml: 10s), so that
 # the apiserver gets our refusal rather than its own timeout: each read (up to three: both Agent
@@ -134,17 +132,15 @@ def parse_review(body: bytes) -> AdmissionReview:
         raise _bad(f"not an AdmissionReview {ADMISSION_API_VERSION}: {_first_error('', e)}") from None
 
 
-def _reader(custom: client.CustomObjectsApi, ns: str) -> Reader:
+def _reader(kube: Kube, ns: str) -> Reader:
     async def read(plural: str, name: str) -> dict[str, Any] | None:
         try:
-            obj = await asyncio.to_thread(custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
-                                          _request_timeout=READ_TIMEOUT_SECONDS)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise Unreadable(f"reading {plural} {ns}/{name} failed: {e.status} {e.reason}") from e
-        except urllib3.exceptions.HTTPError as e:
-            raise Unreadable(f"reading {plural} {ns}/{name} failed: {e}") from e
+            obj = await kube.call(kube.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
+                                  _request_timeout=READ_TIMEOUT_SECONDS, action=f"read {plural} {ns}/{name}")
+        except NotFound:
+            return None
+        except KubeError as e:
+            raise Unreadable(str(e)) from e
         return cast(dict[str, Any], obj)
     return read
 
@@ -185,7 +181,7 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     who = f"{ns}/{req.name or meta.name or meta.generate_name + '*'}"  # for the log
     try:
         async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
-            ev = await evaluate_run(run, read=_reader(state.custom, ns), default_image=state.settings.agent_image)
+            ev = await evaluate_run(run, read=_reader(state.kube, ns), default_image=state.settings.agent_image)
     except TimeoutError:
         log.warning("refused AgentRun %s: reading its Agent and policy took over %ss", who, EVALUATE_TIMEOUT_SECONDS)
         return _refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run against its Agent's policy, so it "

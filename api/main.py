@@ -21,25 +21,24 @@ from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.agentrun import TERMINAL_PHASES
 from models.gate import GateView, Verdict
+from models.kube import NotFound
+from models.names import AGENTRUNS, AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, LABEL_INSTANCE, VERSION
 from models.settings import user_agent
 from models.timestamps import parse_rfc3339
 from workflows.agent_run import AgentRunWorkflow
 
-from . import admission, schedules
+from . import admission, errors, schedules
 from .auth import TokenFile
 from .deps import Identity, Namespace, State, StateDep
-from .deps import kube_error as _kube_error
 from .settings import ApiSettings
 
 log = logging.getLogger("agentrun.api")
-GROUP, VERSION = "sympozium.ai", "v1alpha1"
 
 
 class RunSummary(BaseModel):
@@ -105,22 +104,19 @@ def _summary(obj: dict[str, Any]) -> RunSummary:
 
 async def _read_run(state: State, ns: str, name: str) -> dict[str, Any]:
     try:
-        return cast(dict[str, Any], await asyncio.to_thread(
-            state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, "agentruns", name))
-    except ApiException as e:
-        if e.status == 404:
-            raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{ns}"') from e
-        raise _kube_error(e) from e
+        return cast(dict[str, Any], await state.kube.call(
+            state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS, name,
+            action=f"read AgentRun {ns}/{name}"))
+    except NotFound as e:
+        raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{ns}"') from e
 
 
 @runs.get("", response_model=list[RunSummary])
 async def list_runs(state: StateDep, who: Identity, namespace: Namespace = "default",
                     phase: str | None = None, gate: str | None = None) -> list[RunSummary]:
-    try:
-        items = cast(dict[str, Any], await asyncio.to_thread(
-            state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "agentruns"))
-    except ApiException as e:
-        raise _kube_error(e) from e
+    items = cast(dict[str, Any], await state.kube.call(
+        state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
+        action=f"list AgentRuns in {namespace}"))
     out = [_summary(o) for o in items.get("items", [])]
     if phase:
         out = [r for r in out if r.phase == phase]
@@ -138,13 +134,11 @@ async def get_run(name: str, state: StateDep, who: Identity, namespace: Namespac
 async def create_run(body: CreateRun, state: StateDep, who: Identity,
                      namespace: Namespace = "default") -> dict[str, Any]:
     try:
-        await asyncio.to_thread(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, "agents",
-                                body.agentRef)
-    except ApiException as e:
-        if e.status == 404:
-            raise HTTPException(status_code=404,
-                                detail=f'agent "{body.agentRef}" not found in namespace "{namespace}"') from e
-        raise _kube_error(e) from e
+        await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
+                              body.agentRef, action=f"read Agent {namespace}/{body.agentRef}")
+    except NotFound as e:
+        raise HTTPException(status_code=404,
+                            detail=f'agent "{body.agentRef}" not found in namespace "{namespace}"') from e
     spec: dict[str, Any] = {"agentRef": body.agentRef, "task": body.task, "agentId": body.agentId,
                             "sessionKey": body.sessionKey or f"session-{time.time_ns()}"}
     for key in ("systemPrompt", "timeout"):
@@ -154,26 +148,22 @@ async def create_run(body: CreateRun, state: StateDep, who: Identity,
         spec["model"] = body.model.model_dump(exclude_none=True)
     if body.env:
         spec["env"] = body.env
-    obj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun",
-           "metadata": {"generateName": f"{body.agentRef}-", "labels": {"sympozium.ai/instance": body.agentRef},
-                        "annotations": {"agentrun.dev/created-by": who}},
+    obj = {"apiVersion": API_VERSION, "kind": "AgentRun",
+           "metadata": {"generateName": f"{body.agentRef}-", "labels": {LABEL_INSTANCE: body.agentRef},
+                        "annotations": {ANNOTATION_CREATED_BY: who}},
            "spec": spec}
-    try:
-        return cast(dict[str, Any], await asyncio.to_thread(
-            state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, "agentruns", obj))
-    except ApiException as e:
-        raise _kube_error(e) from e
+    return cast(dict[str, Any], await state.kube.call(
+        state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS, obj,
+        action=f"create AgentRun in {namespace}"))
 
 
 @runs.delete("/{name}", status_code=204)
 async def delete_run(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> Response:
     try:
-        await asyncio.to_thread(state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, "agentruns",
-                                name)
-    except ApiException as e:
-        if e.status == 404:
-            raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{namespace}"') from e
-        raise _kube_error(e) from e
+        await state.kube.call(state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
+                              name, action=f"delete AgentRun {namespace}/{name}")
+    except NotFound as e:
+        raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{namespace}"') from e
     return Response(status_code=204)
 
 
@@ -236,7 +226,7 @@ async def healthz() -> str:
 async def readyz(state: StateDep) -> PlainTextResponse:
     problems = []
     try:
-        await asyncio.to_thread(client.VersionApi(state.kube).get_code)
+        await asyncio.to_thread(client.VersionApi(state.kube.api).get_code)
     except Exception as e:
         problems.append(f"kubernetes: {e}")
     if state.temporal is None:
@@ -293,10 +283,7 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": jsonable(exc.errors())})
 
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse(status_code=502, content={"detail": f"upstream failure: {type(exc).__name__}"})
+    errors.install(app)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def dashboard() -> str:

@@ -18,25 +18,24 @@ each tick is a run of the agent, and a Temporal Schedule buffers 1000 pending st
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Body, HTTPException, Response
 from google.protobuf.timestamp_pb2 import Timestamp
-from kubernetes.client.rest import ApiException
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
 from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.base import FieldProblem, parse
+from models.kube import Conflict, NotFound
+from models.names import AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, SCHEDULES, VERSION
 from models.schedule import ScheduleRef, ScheduleSpec, plan_schedule, run_name, temporal_schedule_id
 from models.timestamps import rfc3339_exact
 
-from .deps import Identity, Namespace, State, StateDep, kube_error
+from .deps import Identity, Namespace, State, StateDep
 
-GROUP, VERSION, PLURAL = "sympozium.ai", "v1alpha1", "sympoziumschedules"
 MAX_BACKFILL_TICKS = 1000
 MAX_BACKFILL_SPAN = timedelta(days=366)
 # Temporal's backfill range includes its end; ours does not. Its timestamps carry nanoseconds.
@@ -176,34 +175,36 @@ def _validate(spec: dict[str, Any]) -> None:
         raise _invalid(p) from None
 
 
-async def _kube(fn: Any, *args: Any) -> dict[str, Any]:
-    return cast(dict[str, Any], await asyncio.to_thread(fn, *args))
+async def _kube(state: State, fn: Any, *args: Any, action: str) -> dict[str, Any]:
+    return cast(dict[str, Any], await state.kube.call(fn, *args, action=action))
 
 
 async def _read(state: State, ns: str, name: str) -> dict[str, Any]:
     try:
-        return await _kube(state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name)
-    except ApiException as e:
-        raise (_not_found(ns, name) if e.status == 404 else kube_error(e)) from e
+        return await _kube(state, state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, SCHEDULES, name,
+                           action=f"read SympoziumSchedule {ns}/{name}")
+    except NotFound as e:
+        raise _not_found(ns, name) from e
 
 
 async def _require_agent(state: State, ns: str, name: str) -> None:
     """The Agent must exist, under its current kind or the legacy one (SPEC §1.1)."""
-    for plural in ("agents", "sympoziuminstances"):
+    for plural in (AGENTS, "sympoziuminstances"):
         try:
-            await _kube(state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name)
+            await _kube(state, state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
+                        action=f"read {plural} {ns}/{name}")
             return
-        except ApiException as e:
-            if e.status != 404:
-                raise kube_error(e) from e
+        except NotFound:
+            continue
     raise HTTPException(status_code=404, detail=f'agent "{name}" not found in namespace "{ns}"')
 
 
 async def _patch(state: State, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
     try:
-        return await _kube(state.custom.patch_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name, body)
-    except ApiException as e:
-        raise (_not_found(ns, name) if e.status == 404 else kube_error(e)) from e
+        return await _kube(state, state.custom.patch_namespaced_custom_object, GROUP, VERSION, ns, SCHEDULES, name,
+                           body, action=f"update SympoziumSchedule {ns}/{name}")
+    except NotFound as e:
+        raise _not_found(ns, name) from e
 
 
 def _temporal(state: State) -> Client:
@@ -241,10 +242,8 @@ def _temporal_error(e: RPCError, name: str) -> HTTPException:
 
 @router.get("", response_model=list[ScheduleSummary])
 async def list_schedules(state: StateDep, who: Identity, namespace: Namespace = "default") -> list[ScheduleSummary]:
-    try:
-        items = await _kube(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL)
-    except ApiException as e:
-        raise kube_error(e) from e
+    items = await _kube(state, state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES,
+                        action=f"list SympoziumSchedules in {namespace}")
     return sorted((_summary(o) for o in items.get("items", [])), key=lambda s: s.name)
 
 
@@ -261,15 +260,14 @@ async def create_schedule(body: CreateSchedule, state: StateDep, who: Identity,
     spec = body.model_dump(exclude={"name"}, exclude_none=True)
     _validate(spec)
     await _require_agent(state, namespace, body.agentRef)
-    obj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SympoziumSchedule",
-           "metadata": {"name": body.name, "annotations": {"agentrun.dev/created-by": who}}, "spec": spec}
+    obj = {"apiVersion": API_VERSION, "kind": "SympoziumSchedule",
+           "metadata": {"name": body.name, "annotations": {ANNOTATION_CREATED_BY: who}}, "spec": spec}
     try:
-        return await _kube(state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, obj)
-    except ApiException as e:
-        if e.status == 409:
-            raise HTTPException(status_code=409,
-                                detail=f'schedule "{body.name}" already exists in namespace "{namespace}"') from e
-        raise kube_error(e) from e
+        return await _kube(state, state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES,
+                           obj, action=f"create SympoziumSchedule {namespace}/{body.name}")
+    except Conflict as e:
+        raise HTTPException(status_code=409,
+                            detail=f'schedule "{body.name}" already exists in namespace "{namespace}"') from e
 
 
 @router.patch("/{name}", responses={
@@ -294,13 +292,12 @@ async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, 
         _validate({k: v for k, v in merged.items() if v is not None})
         body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": given}
         try:
-            return await _kube(state.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-                               name, body)
-        except ApiException as e:
-            if e.status == 404:
-                raise _not_found(namespace, name) from e
-            if e.status != 409:
-                raise kube_error(e) from e
+            return await _kube(state, state.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace,
+                               SCHEDULES, name, body, action=f"update SympoziumSchedule {namespace}/{name}")
+        except NotFound as e:
+            raise _not_found(namespace, name) from e
+        except Conflict:
+            continue
     raise HTTPException(status_code=409, detail=f"schedule {name} kept changing while it was updated; retry")
 
 
@@ -308,9 +305,10 @@ async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, 
 async def delete_schedule(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> Response:
     # The bridge's finalizer deletes the Temporal Schedule; the runs are owned by the object and go with it.
     try:
-        await _kube(state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name)
-    except ApiException as e:
-        raise (_not_found(namespace, name) if e.status == 404 else kube_error(e)) from e
+        await _kube(state, state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES, name,
+                    action=f"delete SympoziumSchedule {namespace}/{name}")
+    except NotFound as e:
+        raise _not_found(namespace, name) from e
     return Response(status_code=204)
 
 

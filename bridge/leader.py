@@ -18,8 +18,8 @@ import logging
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
+from models.kube import Conflict, KubeError, NotFound, typed_errors
 from models.timestamps import rfc3339_micro
 
 log = logging.getLogger("agentrun.bridge.leader")
@@ -71,21 +71,20 @@ class LeaderElector:
     def _try_acquire_or_renew(self) -> bool:
         now = _now()
         try:
-            lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.renew_deadline)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+            with typed_errors(f"read Lease {self.namespace}/{self.name}"):
+                lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace,
+                                                              _request_timeout=self.renew_deadline)
+        except NotFound:
             body: Any = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
                              "acquireTime": rfc3339_micro(now), "renewTime": rfc3339_micro(now), "leaseTransitions": 0}}
             try:
-                self.coord.create_namespaced_lease(self.namespace, body, _request_timeout=self.renew_deadline)
+                with typed_errors(f"create Lease {self.namespace}/{self.name}"):
+                    self.coord.create_namespaced_lease(self.namespace, body, _request_timeout=self.renew_deadline)
                 return True
-            except ApiException as e2:
-                if e2.status == 409:
-                    return False
-                raise
+            except Conflict:
+                return False  # another replica created it first
         spec = lease.spec
         holder = spec.holder_identity or ""
         renew = spec.renew_time
@@ -100,22 +99,24 @@ class LeaderElector:
             new_spec["leaseTransitions"] = (spec.lease_transitions or 0) + 1
         patch = {"metadata": {"resourceVersion": lease.metadata.resource_version}, "spec": new_spec}
         try:
-            self.coord.patch_namespaced_lease(self.name, self.namespace, patch, _request_timeout=self.renew_deadline)
+            with typed_errors(f"renew Lease {self.namespace}/{self.name}"):
+                self.coord.patch_namespaced_lease(self.name, self.namespace, patch, _request_timeout=self.renew_deadline)
             return True
-        except ApiException as e:
-            if e.status == 409:
-                return False
-            raise
+        except Conflict:
+            return False  # another replica wrote it in between
 
     def release(self) -> None:
         """Give the lease up on a clean shutdown, so another replica takes over at once."""
         if not self.is_leader.is_set():
             return
         try:
-            lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.renew_deadline)
-            if lease.spec.holder_identity == self.identity:
-                patch = {"metadata": {"resourceVersion": lease.metadata.resource_version},
-                         "spec": {"holderIdentity": "", "renewTime": None}}
-                self.coord.patch_namespaced_lease(self.name, self.namespace, patch, _request_timeout=self.renew_deadline)
-        except ApiException as e:
-            log.info("releasing lease: %s", e.reason)
+            with typed_errors(f"release Lease {self.namespace}/{self.name}"):
+                lease: Any = self.coord.read_namespaced_lease(self.name, self.namespace,
+                                                              _request_timeout=self.renew_deadline)
+                if lease.spec.holder_identity == self.identity:
+                    patch = {"metadata": {"resourceVersion": lease.metadata.resource_version},
+                             "spec": {"holderIdentity": "", "renewTime": None}}
+                    self.coord.patch_namespaced_lease(self.name, self.namespace, patch,
+                                                      _request_timeout=self.renew_deadline)
+        except KubeError as e:
+            log.info("%s", e)  # it expires on its own

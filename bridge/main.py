@@ -25,10 +25,20 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.manifests import ANNOTATION_WORKFLOW, LABEL_RUN
-from activities.schedules import ANNOTATION_TICK
 from models.agentrun import TERMINAL_PHASES
 from models.gate import VERDICT_ANNOTATION, parse_annotation
+from models.kube import Conflict, Kube, NotFound, finalizer_removed
+from models.names import (
+    AGENTRUNS,
+    ANNOTATION_TICK,
+    ANNOTATION_WORKFLOW,
+    GROUP,
+    LABEL_RUN,
+    RUN_FINALIZER,
+    SCHEDULES,
+    VERSION,
+    lifecycle_subject,
+)
 from models.resolve import RunRef
 from models.settings import user_agent
 from models.steps import JobFinished, StartRun
@@ -42,7 +52,6 @@ from .settings import BridgeSettings
 from .watch import KindWatcher
 
 log = logging.getLogger("agentrun.bridge")
-GROUP, VERSION = "sympozium.ai", "v1alpha1"
 # A failed event (Temporal or Kubernetes unreachable) is handled again after this backoff.
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
@@ -83,13 +92,14 @@ class Bridge:
         self.settings = settings
         self.api = api
         self.temporal = temporal
-        self.custom = client.CustomObjectsApi(api)
-        self.batch = client.BatchV1Api(api)
+        self.kube = Kube(api, qps=settings.kube.qps, burst=settings.kube.burst)
+        self.custom = self.kube.custom
+        self.batch = self.kube.batch
         self._signalled = Memo()  # Job uids whose end was signalled
         self._started = Memo()  # workflow IDs known to be started
         self._verdicts = Memo()  # workflow ID -> the verdict annotation last forwarded
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.schedules = ScheduleSync(api, temporal, task_queue=settings.temporal.task_queue)
+        self.schedules = ScheduleSync(self.kube, temporal, task_queue=settings.temporal.task_queue)
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
                                      identity=self.identity, lease_seconds=settings.lease_seconds,
                                      renew_seconds=settings.lease_renew_seconds)
@@ -102,20 +112,20 @@ class Bridge:
         for ns in namespaces:
             if ns:
                 runs = KindWatcher(self.api, self.custom.list_namespaced_custom_object, name=f"agentruns/{ns}",
-                                   group=GROUP, version=VERSION, namespace=ns, plural="agentruns")
+                                   group=GROUP, version=VERSION, namespace=ns, plural=AGENTRUNS)
                 jobs = KindWatcher(self.api, self.batch.list_namespaced_job, name=f"jobs/{ns}", namespace=ns,
                                    label_selector=LABEL_RUN)
             else:
-                runs = KindWatcher(self.api, self.custom.list_cluster_custom_object, name="agentruns",
-                                   group=GROUP, version=VERSION, plural="agentruns")
+                runs = KindWatcher(self.api, self.custom.list_cluster_custom_object, name=AGENTRUNS,
+                                   group=GROUP, version=VERSION, plural=AGENTRUNS)
                 jobs = KindWatcher(self.api, self.batch.list_job_for_all_namespaces, name="jobs",
                                    label_selector=LABEL_RUN)
             if ns:
                 scheds = KindWatcher(self.api, self.custom.list_namespaced_custom_object, name=f"schedules/{ns}",
-                                     group=GROUP, version=VERSION, namespace=ns, plural="sympoziumschedules")
+                                     group=GROUP, version=VERSION, namespace=ns, plural=SCHEDULES)
             else:
                 scheds = KindWatcher(self.api, self.custom.list_cluster_custom_object, name="schedules",
-                                     group=GROUP, version=VERSION, plural="sympoziumschedules")
+                                     group=GROUP, version=VERSION, plural=SCHEDULES)
             out += [(runs, self.on_run), (jobs, self.on_job), (scheds, self.schedules.on_schedule)]
         return out
 
@@ -214,7 +224,7 @@ class Bridge:
         if verdict is None:
             log.info("ignoring malformed gate verdict on %s/%s", ref.namespace, ref.name)
             return
-        verdict.decided_by = f"system:serviceaccount:{ref.namespace}:sympozium-lifecycle-{ref.name}"
+        verdict.decided_by = lifecycle_subject(ref.namespace, ref.name)
         await self.temporal.get_workflow_handle(wid).signal(AgentRunWorkflow.verdict, verdict)
         log.info("forwarded gate verdict %s for %s", verdict.action, wid)
 
@@ -276,22 +286,18 @@ class Bridge:
             await self._release_orphan(ref)
 
     async def _release_orphan(self, ref: RunRef) -> None:
-        from activities.kube import FINALIZER
 
-        def release() -> None:
-            obj: Any = self.custom.get_namespaced_custom_object(GROUP, VERSION, ref.namespace, "agentruns", ref.name)
-            fins = obj["metadata"].get("finalizers") or []
-            if obj["metadata"]["uid"] != ref.uid or FINALIZER not in fins:
-                return
-            patch = {"metadata": {"finalizers": [f for f in fins if f != FINALIZER],
-                                  "resourceVersion": obj["metadata"]["resourceVersion"]}}
-            self.custom.patch_namespaced_custom_object(GROUP, VERSION, ref.namespace, "agentruns", ref.name, patch)
-
+        action = f"release AgentRun {ref.namespace}/{ref.name}"
         try:
-            await asyncio.to_thread(release)
-        except client.ApiException as e:
-            if e.status not in (404, 409):
-                raise
+            obj: Any = await self.kube.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ref.namespace,
+                                            AGENTRUNS, ref.name, action=action)
+            patch = finalizer_removed(obj["metadata"], RUN_FINALIZER)
+            if obj["metadata"]["uid"] != ref.uid or patch is None:
+                return
+            await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace, AGENTRUNS,
+                                 ref.name, patch, action=action)
+        except (NotFound, Conflict):
+            pass  # gone already, or changed meanwhile: its next event brings it back here
 
     # -- Jobs ------------------------------------------------------------------------------------
 

@@ -14,8 +14,6 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 from temporalio.client import (
     Client,
     Schedule,
@@ -32,6 +30,8 @@ from temporalio.client import ScheduleSpec as TemporalSpec
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.base import FieldProblem, parse
+from models.kube import Conflict, Kube, KubeError, NotFound, finalizer_added, finalizer_removed
+from models.names import GROUP, SCHEDULE_FINALIZER, SCHEDULES, VERSION
 from models.schedule import (
     ScheduledTick,
     SchedulePlan,
@@ -45,8 +45,6 @@ from models.timestamps import rfc3339
 from workflows.scheduled_run import ScheduledRunWorkflow
 
 log = logging.getLogger("agentrun.bridge.schedules")
-GROUP, VERSION, PLURAL = "sympozium.ai", "v1alpha1", "sympoziumschedules"
-FINALIZER = "agentrun.dev/schedule"
 OVERLAP = {"Forbid": ScheduleOverlapPolicy.SKIP, "Allow": ScheduleOverlapPolicy.ALLOW_ALL,
            "Replace": ScheduleOverlapPolicy.CANCEL_OTHER}
 # Temporal refuses catch-up windows shorter than this; shorter ones are still honoured by the tick.
@@ -81,8 +79,9 @@ def temporal_schedule(ref: ScheduleRef, plan: SchedulePlan, *, task_queue: str) 
 
 
 class ScheduleSync:
-    def __init__(self, api: client.ApiClient, temporal: Client, *, task_queue: str) -> None:
-        self.custom = client.CustomObjectsApi(api)
+    def __init__(self, kube: Kube, temporal: Client, *, task_queue: str) -> None:
+        self.kube = kube
+        self.custom = kube.custom
         self.temporal = temporal
         self.task_queue = task_queue
         # (uid, generation) already mirrored by this process; status writes do not bump generation.
@@ -146,7 +145,7 @@ class ScheduleSync:
             for uid, obj in list(self._objects.items()):
                 try:
                     await self._resync_one(uid, obj)
-                except (RPCError, ApiException) as e:
+                except (RPCError, KubeError) as e:
                     log.warning("resync of schedule %s/%s failed: %s", obj["metadata"]["namespace"],
                                 obj["metadata"]["name"], e)
 
@@ -174,18 +173,15 @@ class ScheduleSync:
         await self._delete_temporal(ref)
         if obj is None:
             return
-        fins = obj["metadata"].get("finalizers") or []
-        if FINALIZER not in fins:
+        patch = finalizer_removed(obj["metadata"], SCHEDULE_FINALIZER)
+        if patch is None:
             return
-        patch = {"metadata": {"finalizers": [f for f in fins if f != FINALIZER],
-                              "resourceVersion": obj["metadata"]["resourceVersion"]}}
         try:
-            await asyncio.to_thread(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace, PLURAL,
-                                    ref.name, patch)
+            await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace, SCHEDULES,
+                                 ref.name, patch, action=f"release SympoziumSchedule {ref.namespace}/{ref.name}")
             log.info("released schedule %s/%s", ref.namespace, ref.name)
-        except ApiException as e:
-            if e.status not in (404, 409):  # 409: a newer version will arrive as its own event
-                raise
+        except (NotFound, Conflict):
+            pass  # gone, or changed meanwhile: the newer version arrives as its own event
 
     async def _delete_temporal(self, ref: ScheduleRef) -> None:
         try:
@@ -197,17 +193,16 @@ class ScheduleSync:
 
     async def _ensure_finalizer(self, obj: dict[str, Any]) -> None:
         m = obj["metadata"]
-        fins = m.get("finalizers") or []
-        if FINALIZER in fins:
+        patch = finalizer_added(m, SCHEDULE_FINALIZER)
+        if patch is None:
             return
-        patch = {"metadata": {"finalizers": [*fins, FINALIZER], "resourceVersion": m["resourceVersion"]}}
-        await asyncio.to_thread(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], PLURAL,
-                                m["name"], patch)
+        await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], SCHEDULES,
+                             m["name"], patch, action=f"add finalizer to SympoziumSchedule {m['namespace']}/{m['name']}")
 
     async def _write_status(self, ref: ScheduleRef, fields: dict[str, Any]) -> None:
         try:
-            await asyncio.to_thread(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
-                                    PLURAL, ref.name, {"status": fields})
-        except ApiException as e:
-            if e.status != 404:
-                raise
+            await self.kube.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
+                                 SCHEDULES, ref.name, {"status": fields},
+                                 action=f"write status of SympoziumSchedule {ref.namespace}/{ref.name}")
+        except NotFound:
+            pass

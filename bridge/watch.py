@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, watch
-from kubernetes.client.rest import ApiException
+
+from models.kube import Gone, KubeError, typed_errors
 
 log = logging.getLogger("agentrun.bridge.watch")
 
@@ -54,26 +55,27 @@ class KindWatcher:
                 kwargs = dict(self.kwargs, timeout_seconds=30, allow_watch_bookmarks=True)
                 if rv:
                     kwargs["resource_version"] = rv
-                for ev in w.stream(self.list_fn, **kwargs):
-                    if self._stop.is_set():
-                        w.stop()
-                        break
-                    typ = ev["type"]
-                    obj = ev["object"]
-                    if not isinstance(obj, dict):
-                        obj = self.api.sanitize_for_serialization(obj)
-                    new_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                    if new_rv:
-                        rv = str(new_rv)
-                    if typ in ("ADDED", "MODIFIED", "DELETED"):
-                        self._emit((typ, obj))
+                with typed_errors(f"watch {self.name}"):
+                    for ev in w.stream(self.list_fn, **kwargs):
+                        if self._stop.is_set():
+                            w.stop()
+                            break
+                        typ = ev["type"]
+                        obj = ev["object"]
+                        if not isinstance(obj, dict):
+                            obj = self.api.sanitize_for_serialization(obj)
+                        new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+                        if new_rv:
+                            rv = str(new_rv)
+                        if typ in ("ADDED", "MODIFIED", "DELETED"):
+                            self._emit((typ, obj))
                 backoff = 0.5
-            except ApiException as e:
-                if e.status == 410:
-                    log.info("watch %s: resourceVersion expired, relisting", self.name)
-                    rv = ""
-                    continue
-                log.warning("watch %s failed: %s %s; retrying", self.name, e.status, e.reason)
+            except Gone:
+                log.info("watch %s: resourceVersion expired, relisting", self.name)
+                rv = ""
+                continue
+            except KubeError as e:
+                log.warning("%s; retrying", e)
                 rv = ""
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 10)

@@ -12,17 +12,27 @@ from urllib.parse import quote
 
 import yaml
 from kubernetes import client, config, utils, watch
-from kubernetes.client.rest import ApiException
 from temporalio.client import WorkflowUpdateFailedError
 
 from models.agentrun import TERMINAL_PHASES
 from models.gate import GateView, Verdict
+from models.kube import Conflict, KubeError, typed_errors
+from models.names import (
+    AGENTRUNS,
+    AGENTS,
+    GROUP,
+    POLICIES,
+    SCHEDULES,
+    VERSION,
+    Component,
+    hook_container,
+    job_name,
+)
 from models.settings import TemporalSettings
 from workflows.agent_run import AgentRunWorkflow
 
-GROUP, VERSION = "sympozium.ai", "v1alpha1"
-PLURALS = {"Agent": "agents", "SympoziumInstance": "sympoziuminstances", "AgentRun": "agentruns",
-           "SympoziumSchedule": "sympoziumschedules", "SympoziumPolicy": "sympoziumpolicies"}
+PLURALS = {"Agent": AGENTS, "SympoziumInstance": "sympoziuminstances", "AgentRun": AGENTRUNS,
+           "SympoziumSchedule": SCHEDULES, "SympoziumPolicy": POLICIES}
 
 
 class Session:
@@ -33,7 +43,8 @@ class Session:
         self.temporal_ui = temporal_ui
 
     def run(self, ns: str, name: str) -> dict[str, Any]:
-        return cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "agentruns", name))
+        with typed_errors(f"read AgentRun {ns}/{name}"):
+            return cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, AGENTRUNS, name))
 
 
 def apply(s: Session, files: list[Path], namespace: str, *, wait: bool, timeout: float) -> int:
@@ -46,13 +57,14 @@ def apply(s: Session, files: list[Path], namespace: str, *, wait: bool, timeout:
             ns = doc.get("metadata", {}).get("namespace") or namespace
             if kind in PLURALS:
                 try:
-                    created = cast(dict[str, Any], s.custom.create_namespaced_custom_object(
-                        GROUP, VERSION, ns, PLURALS[kind], doc))
+                    with typed_errors(f"create {kind} {ns}/{name}"):
+                        created = cast(dict[str, Any], s.custom.create_namespaced_custom_object(
+                            GROUP, VERSION, ns, PLURALS[kind], doc))
                     name = created["metadata"]["name"]
                     print(f"{kind.lower()}/{name} created")
-                except ApiException as e:
-                    if e.status != 409:
-                        print(f"{kind.lower()}/{name}: {_message(e)}", file=sys.stderr)
+                except KubeError as e:
+                    if not isinstance(e, Conflict):
+                        print(f"{kind.lower()}/{name}: {e.message}", file=sys.stderr)
                         return 1
                     if kind == "AgentRun":
                         print(f"agentrun/{name} already exists (a run executes once; delete it or pick a new name)",
@@ -88,7 +100,7 @@ def follow(s: Session, ns: str, name: str, *, timeout: float) -> str:
     announced = False
     w = watch.Watch()
     while time.monotonic() < deadline:
-        for ev in w.stream(s.custom.list_namespaced_custom_object, GROUP, VERSION, ns, "agentruns",
+        for ev in w.stream(s.custom.list_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
                            field_selector=f"metadata.name={name}", timeout_seconds=10):
             status = (ev["object"].get("status") or {})
             phase = status.get("phase") or ""
@@ -136,8 +148,8 @@ def verdict(s: Session, temporal: TemporalSettings, ns: str, name: str, action: 
         return 2
     try:
         run = s.run(ns, name)
-    except ApiException as e:
-        print(_message(e), file=sys.stderr)
+    except KubeError as e:
+        print(e.message, file=sys.stderr)
         return 1
     wid = (run.get("status") or {}).get("workflowId")
     if not wid:
@@ -156,9 +168,9 @@ def verdict(s: Session, temporal: TemporalSettings, ns: str, name: str, action: 
 
 def list_runs(s: Session, namespace: str | None, *, awaiting_approval: bool = False) -> int:
     if namespace:
-        items = cast(dict[str, Any], s.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "agentruns"))
+        items = cast(dict[str, Any], s.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, AGENTRUNS))
     else:
-        items = cast(dict[str, Any], s.custom.list_cluster_custom_object(GROUP, VERSION, "agentruns"))
+        items = cast(dict[str, Any], s.custom.list_cluster_custom_object(GROUP, VERSION, AGENTRUNS))
     rows = [("NAMESPACE", "NAME", "AGENT", "PHASE", "GATE", "CREATED")]
     for r in items.get("items", []):
         st = r.get("status") or {}
@@ -176,37 +188,35 @@ def list_runs(s: Session, namespace: str | None, *, awaiting_approval: bool = Fa
 def get_run(s: Session, ns: str, name: str) -> int:
     try:
         print(yaml.safe_dump(s.run(ns, name), sort_keys=False), end="")
-    except ApiException as e:
-        print(_message(e), file=sys.stderr)
+    except KubeError as e:
+        print(e.message, file=sys.stderr)
         return 1
     return 0
 
 
 def logs(s: Session, ns: str, name: str, hook: str | None) -> int:
+    try:
+        return _logs(s, ns, name, hook)
+    except KubeError as e:
+        print(e.message, file=sys.stderr)
+        return 1
+
+
+def _logs(s: Session, ns: str, name: str, hook: str | None) -> int:
     if hook is None:
-        job, container = name, "agent"
+        job, container = job_name(name, "agent-run"), "agent"
     else:
         run = s.run(ns, name)
         lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
         pre = {h.get("name") for h in lifecycle.get("preRun") or []}
-        job, container = (f"{name}-prerun", f"pre-{hook}") if hook in pre else (f"{name}-postrun", f"post-{hook}")
-    pods: Any = s.core.list_namespaced_pod(ns, label_selector=f"job-name={job}")
+        component: Component = "prerun" if hook in pre else "post-run"
+        job, container = job_name(name, component), hook_container(component, hook)
+    with typed_errors(f"list pods of Job {job}"):
+        pods: Any = s.core.list_namespaced_pod(ns, label_selector=f"job-name={job}")
     if not pods.items:
         print(f"no pod for Job {job} (it may have been cleaned up; use cleanup: keep to retain it)", file=sys.stderr)
         return 1
     pod = sorted(pods.items, key=lambda p: p.metadata.creation_timestamp)[-1]
-    try:
+    with typed_errors(f"read log of {pod.metadata.name}/{container}"):
         print(s.core.read_namespaced_pod_log(pod.metadata.name, ns, container=container), end="")
-    except ApiException as e:
-        print(_message(e), file=sys.stderr)
-        return 1
     return 0
-
-
-def _message(e: ApiException) -> str:
-    import json
-
-    try:
-        return str(json.loads(e.body or "{}").get("message") or e.reason)
-    except ValueError:
-        return str(e.reason)

@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
 
 from models.crds import all_crds
+from models.kube import Conflict, typed_errors
 
 from . import incluster
 from .stack import LocalKubeProcess, NatsServer, TemporalDevServer, free_port, stop_process, wait_port
@@ -42,14 +42,15 @@ def endpoints(state_dir: Path) -> dict[str, Any]:
 def install_crds(kubeconfig: Path) -> None:
     api = client.ApiextensionsV1Api(config.new_client_from_config(str(kubeconfig)))
     for crd in all_crds().values():
+        name = crd["metadata"]["name"]
         try:
-            api.create_custom_resource_definition(crd)  # type: ignore[arg-type]
-        except ApiException as e:
-            if e.status != 409:
-                raise
-            current: Any = api.read_custom_resource_definition(crd["metadata"]["name"])
-            crd = {**crd, "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version}}
-            api.replace_custom_resource_definition(crd["metadata"]["name"], crd)  # type: ignore[arg-type]
+            with typed_errors(f"create CustomResourceDefinition {name}"):
+                api.create_custom_resource_definition(crd)  # type: ignore[arg-type]
+        except Conflict:
+            with typed_errors(f"update CustomResourceDefinition {name}"):
+                current: Any = api.read_custom_resource_definition(name)
+                crd = {**crd, "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version}}
+                api.replace_custom_resource_definition(name, crd)  # type: ignore[arg-type]
 
 
 def _spawn(name: str, args: list[str], env: dict[str, str], state_dir: Path) -> subprocess.Popen[bytes]:

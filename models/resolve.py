@@ -27,6 +27,7 @@ from .agentrun import (
 )
 from .base import FieldProblem, K8sModel, PolicyViolation, parse
 from .duration import parse_duration
+from .names import LABEL_RUN, MAX_LABEL_VALUE
 from .policy import ALWAYS_DENIED_ENV, PolicyRules
 
 DEFAULT_RUN_TIMEOUT = "10m"
@@ -145,6 +146,11 @@ def resolve_run(
 ) -> ResolvedRun:
     """Merge the run's spec with its Agent's defaults and validate; raises FieldProblem."""
     meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if len(name) > MAX_LABEL_VALUE:
+        raise FieldProblem("metadata.name", f"at most {MAX_LABEL_VALUE} characters for an AgentRun ({len(name)} given): "
+                                            f"the name labels the run's Jobs and pods ({LABEL_RUN}), and a label "
+                                            f"value is at most {MAX_LABEL_VALUE} characters")
     spec = parse(AgentRunSpec, obj.get("spec") or {}, "spec")
     if spec.mode != "task":
         raise FieldProblem("spec.mode", f'mode "{spec.mode}" is not supported (only "task")')

@@ -6,15 +6,14 @@ new fields), never a loose dict: histories stay readable in the Temporal UI and 
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
 from .agentrun import AgentRunStatus, Condition
+from .names import Component
 from .resolve import ResolvedRun, RunRef
 from .slots import SlotLimit
 
-Component = Literal["prerun", "agent-run", "post-run"]
+__all__ = ["Component"]
 
 
 class StartRun(BaseModel):

@@ -45,9 +45,9 @@ def build_worker(client: Client, settings: WorkerSettings) -> Worker:
         client,
         task_queue=settings.temporal.task_queue,
         workflows=[AgentRunWorkflow, ScheduledRunWorkflow, PruneHistoryWorkflow, AgentSlotsWorkflow],
-        activities=[*acts.all(), *ScheduleActivities(acts.api, limiter=acts.limiter).all(),
+        activities=[*acts.all(), *ScheduleActivities(acts.kube).all(),
                     EventActivities(settings.nats.url or None).publish_event,
-                    PruneActivities(acts.api, limiter=acts.limiter).prune_run_history, *SlotActivities().all()],
+                    PruneActivities(acts.kube).prune_run_history, *SlotActivities().all()],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
     )

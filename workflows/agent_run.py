@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.slots import SlotActivities
     from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
     from models.gate import GateView, Verdict, resolve
+    from models.names import hook_container, hook_of, workspace_name
     from models.resolve import ResolvedHook, ResolvedRun, RunRef
     from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
     from models.slots import (
@@ -97,7 +98,7 @@ def _timed_out_hook(state: JobState, hooks: list[ResolvedHook]) -> HookOutcome |
     """The outcome of a hook Job the workflow stopped because a hook (or the whole Job) ran out of time."""
     if state.reason not in (HOOK_TIMEOUT, "WorkflowDeadline"):
         return None
-    running = state.running_hook.container.split("-", 1)[1] if state.running_hook else ""
+    running = hook_of(state.running_hook.container) if state.running_hook else ""
     hook = next((h for h in hooks if h.name == running), None)
     if hook is None:
         return HookOutcome(ok=False, exit_code=124, message=f"Job {state.job.name} did not finish in time")
@@ -297,7 +298,7 @@ class AgentRunWorkflow:
                         "lifecycle RBAC" if run.rbac else "agent service account")
         # 4. Workspace PVC, shared by hooks and agent.
         if run.has_hooks:
-            await self._act(KubeActivities.ensure_workspace, req, f"workspace PVC {run.ref.name}-workspace")
+            await self._act(KubeActivities.ensure_workspace, req, f"workspace PVC {workspace_name(run.ref.name)}")
         # 5. preRun hooks.
         pre_failure: HookOutcome | None = None
         if run.pre_run:
@@ -431,7 +432,7 @@ class AgentRunWorkflow:
 
         With `stop_when` (the gate's verdict), the Job is stopped as soon as it holds."""
         end = workflow.now() + deadline
-        by_container = {f"{'pre' if job.component == 'prerun' else 'post'}-{h.name}": h for h in hooks or []}
+        by_container = {hook_container(job.component, h.name): h for h in hooks or []}
         hook_end: datetime | None = None
         while True:
             now = workflow.now()

@@ -32,6 +32,7 @@ from activities.prune import PruneActivities
 from bridge.prune import ensure_prune_schedule, keep_prune_schedule
 from bridge.settings import BridgeSettings, PruneSettings
 from cli.stack import TemporalDevServer, free_port
+from models.kube import Kube
 from models.prune import PRUNE_SCHEDULE_ID, AgentHistory, PruneRequest, PruneSummary
 from models.settings import TemporalSettings
 from tests.e2e.conftest import TERMINAL, Stack, agent, agent_run
@@ -181,7 +182,7 @@ async def test_a_pass_uses_the_global_default_unless_the_agent_sets_a_limit_and_
     # A worker of our own, reading two items per page, so the pass must follow continue tokens.
     temporal = await connect(stack)
     queue = f"prune-test-{uuid.uuid4().hex[:6]}"
-    acts = PruneActivities(stack.api, page_size=2)
+    acts = PruneActivities(Kube(stack.api), page_size=2)
     async with Worker(temporal, task_queue=queue, workflows=[PruneHistoryWorkflow],
                       activities=[acts.prune_run_history]):
         summary = await temporal.execute_workflow(PruneHistoryWorkflow.run, PruneRequest(keep=1, namespaces=[ns]),

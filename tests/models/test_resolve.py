@@ -111,3 +111,11 @@ def test_policy_rules_refuse_what_they_name() -> None:
     ok = resolve_run(run({"lifecycle": {"preRun": [{"name": "a", "image": "ghcr.io/org/hook:1"}]}}), AGENT,
                      default_image="x", policy=policy)
     assert ok.pre_run[0].image == "ghcr.io/org/hook:1"
+
+
+def test_a_run_name_longer_than_a_label_value_fails_naming_the_field() -> None:
+    assert resolve_run(run({}, name="r" * 63), AGENT, default_image="a").ref.name == "r" * 63
+    with pytest.raises(FieldProblem) as e:
+        resolve_run(run({}, name="r" * 64), AGENT, default_image="a")
+    assert e.value.field == "metadata.name"
+    assert "at most 63 characters for an AgentRun (64 given)" in str(e.value)

@@ -1,0 +1,85 @@
+"""The names of everything agentrun reads or makes in a cluster, in one place.
+
+The API group and plurals it watches, the labels, annotations and finalizers it sets, and the
+deterministic names of a run's artefacts (Jobs, hook containers, RBAC, workspace), so the worker
+that makes them, the bridge that watches them, and the API and CLI that show them agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+GROUP = "sympozium.ai"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+AGENTRUNS = "agentruns"
+AGENTS = "agents"
+POLICIES = "sympoziumpolicies"
+SCHEDULES = "sympoziumschedules"
+
+LABEL_RUN = "sympozium.ai/agent-run"
+LABEL_INSTANCE = "sympozium.ai/instance"
+LABEL_COMPONENT = "sympozium.ai/component"
+LABEL_SCHEDULE = "sympozium.ai/schedule"
+LABEL_TYPE = "sympozium.ai/type"
+LABEL_MANAGED = "app.kubernetes.io/managed-by"
+MANAGED_BY = "agentrun"
+
+ANNOTATION_WORKFLOW = "agentrun.dev/workflow-id"
+ANNOTATION_CREATED_BY = "agentrun.dev/created-by"
+ANNOTATION_TICK = "agentrun.dev/tick-workflow"
+ANNOTATION_TICK_TIME = "agentrun.dev/tick-time"
+
+# The run's finalizer: the worker removes it once the run's objects are cleaned up.
+RUN_FINALIZER = "agentrun.dev/cleanup"
+# A schedule's finalizer: the bridge removes it once the Temporal Schedule is deleted.
+SCHEDULE_FINALIZER = "agentrun.dev/schedule"
+
+AGENT_SERVICE_ACCOUNT = "sympozium-agent"
+MAX_LABEL_VALUE = 63  # also a Job's name limit: it becomes the pods' job-name label
+
+Component = Literal["prerun", "agent-run", "post-run"]
+_JOB_SUFFIX: dict[str, str] = {"prerun": "-prerun", "agent-run": "", "post-run": "-postrun"}
+_CONTAINER_PREFIX: dict[str, str] = {"prerun": "pre", "post-run": "post"}
+
+
+def lifecycle_name(run: str) -> str:
+    """The ServiceAccount, Role and RoleBinding of a run's lifecycle hooks."""
+    return f"sympozium-lifecycle-{run}"
+
+
+def lifecycle_subject(namespace: str, run: str) -> str:
+    """The user name Kubernetes gives the lifecycle ServiceAccount (who a gate hook's verdict comes from)."""
+    return f"system:serviceaccount:{namespace}:{lifecycle_name(run)}"
+
+
+def workspace_name(run: str) -> str:
+    return f"{run}-workspace"
+
+
+def job_name(run: str, component: Component) -> str:
+    """`<run>`, `<run>-prerun`, `<run>-postrun`; a name too long for a Job is shortened with a hash.
+
+    Cutting alone would give a 63-character run's three Jobs the same name, and the agent
+    step would then adopt the preRun Job as its own.
+    """
+    suffix = _JOB_SUFFIX[component]
+    name = run + suffix
+    if len(name) <= MAX_LABEL_VALUE:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    head = run[:MAX_LABEL_VALUE - len(suffix) - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}{suffix}"
+
+
+def hook_container(component: Component, hook: str) -> str:
+    """The init container that runs hook `hook` of a preRun or postRun Job."""
+    return f"{_CONTAINER_PREFIX[component]}-{hook}"
+
+
+def hook_of(container: str) -> str:
+    """The hook a hook container runs (the inverse of `hook_container`); other names come back unchanged."""
+    prefix, sep, hook = container.partition("-")
+    return hook if sep and prefix in _CONTAINER_PREFIX.values() else container
