@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Coroutine
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import nats
 import nats.errors
@@ -26,14 +26,14 @@ import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import StorageType
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+
+from models.events import SUBJECT_PREFIX, RunEvent, Topic
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SUBJECT_PREFIX = "sympozium"
 DEFAULT_STREAM = "sympozium"
 STREAM_MAX_AGE_SECONDS = 24 * 3600.0
 # As long as the stream keeps messages: a retry days later is still recognised as a duplicate.
@@ -41,40 +41,6 @@ DUPLICATE_WINDOW_SECONDS = 24 * 3600.0
 MSG_ID_HEADER = "Nats-Msg-Id"
 STREAM_NAME_IN_USE = 10058  # JetStream API error code: a stream with this name already exists
 SUBJECTS_OVERLAP = 10065  # another stream already stores these subjects
-
-Topic = Literal["agent.run.started", "agent.run.phase", "agent.run.gate.pending", "agent.run.completed",
-                "agent.run.failed"]
-
-
-class RunEvent(BaseModel):
-    """One event of one run, as the workflow hands it to the publish activity."""
-
-    topic: Topic
-    run_name: str
-    namespace: str
-    instance_name: str
-    workflow_id: str
-    seq: int
-    timestamp: str
-    data: dict[str, str | int | None]
-
-    @property
-    def subject(self) -> str:
-        return f"{SUBJECT_PREFIX}.{self.topic}"
-
-    @property
-    def message_id(self) -> str:
-        return f"{self.workflow_id}/{self.topic}/{self.seq}"
-
-    def envelope(self) -> dict[str, object]:
-        return {
-            "topic": self.topic,
-            "timestamp": self.timestamp,
-            "metadata": {"agentRunID": self.run_name, "instanceName": self.instance_name,
-                         "namespace": self.namespace},
-            "data": dict(self.data),
-        }
-
 
 class EventActivities:
     """Publishes run events; one lazily opened NATS connection per instance, replaced after failures."""
@@ -229,3 +195,6 @@ async def _unless_lost(step: Coroutine[object, object, T], lost: asyncio.Event) 
     if work.done() and not work.cancelled():
         return work.result()
     raise nats.errors.ConnectionClosedError()
+
+
+__all__ = ["SUBJECT_PREFIX", "EventActivities", "RunEvent", "Topic"]

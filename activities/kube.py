@@ -17,37 +17,94 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from models.agentrun import AgentRunStatus
-from models.base import FieldProblem
+from models.base import FieldProblem, PolicyViolation
 from models.evaluate import Reader, evaluate_run
-from models.kube import BadRequest, Conflict, Kube, NotFound, RateLimiter, finalizer_added, finalizer_removed
-from models.names import AGENTRUNS, GROUP, RUN_FINALIZER, VERSION, hook_of, lifecycle_name, workspace_name
+from models.events import RunEvent
+from models.kube import (
+    BadRequest,
+    Conflict,
+    Invalid,
+    Kube,
+    NotFound,
+    RateLimiter,
+    finalizer_added,
+    finalizer_removed,
+)
+from models.names import (
+    AGENTRUNS,
+    GROUP,
+    LABEL_RUN,
+    RUN_FINALIZER,
+    VERSION,
+    hook_of,
+    lifecycle_name,
+    workspace_name,
+)
+from models.resolve import RunRef
+from models.run import Phase, StatusUpdate
 from models.slots import slot_limit
 from models.steps import (
+    BeginRun,
+    CleanUp,
     Cleanup,
     DeleteJob,
     HookOutcome,
     JobRef,
+    JobReport,
     JobRequest,
+    JobStarted,
     JobState,
+    ObserveJob,
+    Published,
     Resolution,
     ResultRequest,
     RunningHook,
+    StartJob,
     StartRun,
+    StatusChange,
     StatusWrite,
 )
 
 from . import manifests as mf
 from .errors import application_error, kube_activity
+from .events import EventActivities
+from .informer import JobInformer
 from .results import AgentOutcome, agent_outcome, skip_reason
 
 RUN_GONE = "RunGone"
 LOG_TAIL_LINES = 1000
 
 
+def _state_of(job: JobRef, obj: Any) -> JobState:
+    """A Job object's Complete or Failed condition, as a JobState."""
+    state = JobState(job=job)
+    for c in obj.status.conditions or []:
+        if c.status == "True" and c.type in ("Complete", "Failed"):
+            state.finished = True
+            state.succeeded = c.type == "Complete"
+            state.reason = c.reason or ""
+    return state
+
+
+def _see_pod(state: JobState, pod: Any | None) -> None:
+    """What the Job's newest pod tells: its name, and the hook container running in it."""
+    if pod is None:
+        return
+    state.pod_name = pod.metadata.name
+    for cs in pod.status.init_container_statuses or []:
+        if cs.state and cs.state.running and cs.state.running.started_at:
+            state.running_hook = RunningHook(container=cs.name, started_at=cs.state.running.started_at.isoformat())
+
+
 class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
-                 qps: float = 50.0, burst: int = 100) -> None:
+                 qps: float = 50.0, burst: int = 100, events: EventActivities | None = None,
+                 informer: JobInformer | None = None) -> None:
         self.kube = Kube(api, qps=qps, burst=burst)
+        # The worker's shared view of Jobs and pods: looks at a Job are answered from it where it can.
+        self.informer = informer
+        # Steps publish the run events they are handed (without a NATS URL, publishing does nothing).
+        self.events = events or EventActivities(None)
         self.api = api
         self.core, self.batch, self.rbac, self.custom = self.kube.core, self.kube.batch, self.kube.rbac, self.kube.custom
         self.default_image = default_image
@@ -102,7 +159,8 @@ class KubeActivities:
         # The same evaluation as the admission webhook's, so both refuse exactly the same runs.
         ev = await evaluate_run(run, read=self._reader(ref.namespace), default_image=self.default_image)
         out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=ev.agent_name,
-                         resolved=ev.resolved, problem=str(ev.problem) if ev.problem else None)
+                         resolved=ev.resolved, problem=str(ev.problem) if ev.problem else None,
+                         problem_is_policy=isinstance(ev.problem, PolicyViolation))
         if out.resolved is not None:
             # maxConcurrent: the run will wait for a slot of its Agent, in creation order.
             try:
@@ -226,33 +284,41 @@ class KubeActivities:
     @activity.defn
     @kube_activity
     async def check_job(self, job: JobRef) -> JobState:
+        state = await self._job_state(job)
+        if not state.missing:
+            _see_pod(state, await self._pod_of(job))
+        return state
+
+    async def _job_state(self, job: JobRef) -> JobState:
         try:
             obj = await self._call(self.batch.read_namespaced_job, job.name, job.namespace, action=f"read Job {job.name}")
         except NotFound:
             return JobState(job=job, missing=True, finished=True)
         if obj.metadata.uid != job.uid:
             return JobState(job=job, missing=True, finished=True)
-        state = JobState(job=job)
-        for c in obj.status.conditions or []:
-            if c.status == "True" and c.type in ("Complete", "Failed"):
-                state.finished = True
-                state.succeeded = c.type == "Complete"
-                state.reason = c.reason or ""
-        pod = await self._pod_of(job)
-        if pod is not None:
-            state.pod_name = pod.metadata.name
-            for cs in pod.status.init_container_statuses or []:
-                if cs.state and cs.state.running and cs.state.running.started_at:
-                    state.running_hook = RunningHook(container=cs.name,
-                                                     started_at=cs.state.running.started_at.isoformat())
-        return state
+        return _state_of(job, obj)
+
+    def _seen_state(self, job: JobRef) -> JobState | None:
+        """The Job as the shared view last saw it; None when it has not seen it (then ask)."""
+        obj = self.informer.job(job.uid) if self.informer is not None else None
+        return _state_of(job, obj) if obj is not None else None
+
+    async def _pod(self, job: JobRef, *, over: bool) -> Any | None:
+        """The Job's newest pod, from the shared view while it can tell; for a Job that is over, only
+        a pod seen ending will do (its exit codes are what the outcome is read from)."""
+        pod = self.informer.pod_of(job.uid) if self.informer is not None else None
+        if pod is not None and (not over or pod.status.phase in ("Succeeded", "Failed")):
+            return pod
+        return await self._pod_of(job)
 
     @activity.defn
     @kube_activity
     async def read_hook_outcome(self, state: JobState) -> HookOutcome:
         """Which hook failed (and how), or the preRun skip request."""
+        return await self._hook_outcome(state, await self._pod_of(state.job))
+
+    async def _hook_outcome(self, state: JobState, pod: Any | None) -> HookOutcome:
         job = state.job
-        pod = await self._pod_of(job)
         if pod is None:
             return HookOutcome(ok=state.succeeded, message="" if state.succeeded else f"Job {job.name} has no pod")
         for cs in pod.status.init_container_statuses or []:
@@ -289,18 +355,20 @@ class KubeActivities:
     @activity.defn
     @kube_activity
     async def read_agent_result(self, req: ResultRequest) -> AgentOutcome:
-        pod = await self._pod_of(req.job)
+        return await self._agent_outcome(req.job, await self._pod_of(req.job), timed_out=req.timed_out)
+
+    async def _agent_outcome(self, job: JobRef, pod: Any | None, *, timed_out: bool) -> AgentOutcome:
         if pod is None:
-            if req.timed_out:
+            if timed_out:
                 return agent_outcome("", None, timed_out=True)
-            return AgentOutcome(status="error", error=f"agent Job {req.job.name} has no pod", exit_code=1)
+            return AgentOutcome(status="error", error=f"agent Job {job.name} has no pod", exit_code=1)
         exit_code = None
         for cs in pod.status.container_statuses or []:
             if cs.name == "agent" and cs.state and cs.state.terminated:
                 exit_code = cs.state.terminated.exit_code
-        log = await self._log(req.job.namespace, pod.metadata.name, "agent")
-        outcome = agent_outcome(log, exit_code, timed_out=req.timed_out)
-        activity.logger.info("agent %s: %s (exit %s)", req.job.name, outcome.status, outcome.exit_code)
+        log = await self._log(job.namespace, pod.metadata.name, "agent")
+        outcome = agent_outcome(log, exit_code, timed_out=timed_out)
+        activity.logger.info("agent %s: %s (exit %s)", job.name, outcome.status, outcome.exit_code)
         return outcome
 
     @activity.defn
@@ -324,16 +392,21 @@ class KubeActivities:
     async def cleanup(self, req: Cleanup) -> None:
         """Remove what the run created: Jobs (unless kept), the workspace PVC, the lifecycle RBAC."""
         ns, name, uid = req.ref.namespace, req.ref.name, req.ref.uid
-        selector = f"{mf.LABEL_RUN}={name}"  # the list, like every call here, maps its errors
         if not req.keep_jobs or req.kill_jobs:
-            jobs = await self._call(self.batch.list_namespaced_job, ns, label_selector=selector,
-                                   action=f"list Jobs of AgentRun {name}")
-            for job in jobs.items:
-                if any(o.uid == uid for o in job.metadata.owner_references or []):
-                    await self._delete(self.batch.delete_namespaced_job, job.metadata.name, ns,
-                                       propagation="Foreground", uid=job.metadata.uid)
+            await self._delete_jobs_of(ns, name, uid)
         await self._delete_owned(self.core.delete_namespaced_persistent_volume_claim,
                                  self.core.read_namespaced_persistent_volume_claim, workspace_name(name), ns, uid)
+        await self._delete_rbac(ns, name, uid)
+
+    async def _delete_jobs_of(self, ns: str, name: str, uid: str) -> None:
+        jobs = await self._call(self.batch.list_namespaced_job, ns, label_selector=f"{LABEL_RUN}={name}",
+                                action=f"list Jobs of AgentRun {name}")
+        for job in jobs.items:
+            if any(o.uid == uid for o in job.metadata.owner_references or []):
+                await self._delete(self.batch.delete_namespaced_job, job.metadata.name, ns,
+                                   propagation="Foreground", uid=job.metadata.uid)
+
+    async def _delete_rbac(self, ns: str, name: str, uid: str) -> None:
         lc = lifecycle_name(name)
         await self._delete_owned(self.rbac.delete_namespaced_role_binding, self.rbac.read_namespaced_role_binding,
                                  lc, ns, uid)
@@ -377,10 +450,126 @@ class KubeActivities:
             except Conflict:
                 continue
 
+    # -- the steps of AgentRunWorkflow (type "AgentRun"): fewer, fatter activities ---------------------
+
+    @activity.defn
+    @kube_activity
+    async def begin_run(self, req: BeginRun) -> Resolution:
+        """Read the run, add the finalizer, resolve the spec against its Agent and policy, and write Pending."""
+        resolution = await self.resolve_run(StartRun(ref=req.ref))
+        status = AgentRunStatus(phase=Phase.PENDING, started_at=req.started_at, workflow_id=req.workflow_id,
+                                observed_generation=req.ref.generation)
+        await self._write_status(req.ref, StatusUpdate(status=status), first=True)
+        return resolution
+
+    @activity.defn
+    @kube_activity
+    async def start_job(self, req: StartJob) -> JobStarted:
+        if req.prepare:
+            await self.ensure_lifecycle_rbac(req.job)
+            if req.job.run.has_hooks:
+                await self.ensure_workspace(req.job)
+        job = await self.create_job(req.job)
+        if req.status is not None:
+            await self._write_status(req.job.run.ref, req.status)
+        return JobStarted(job=job, unpublished=await self._publish(req.events))
+
+    @activity.defn
+    @kube_activity
+    async def observe_job(self, req: ObserveJob) -> JobReport:
+        """Where the Job is, and once it is over (or given up), what it produced: one read of its pod,
+        plus its log where the outcome is in it. With the bridge's signal the Job itself is not read."""
+        job = req.job
+        if req.signal is not None:
+            state = JobState(job=job, finished=True, succeeded=req.signal.succeeded, reason=req.signal.reason)
+        elif req.timed_out:
+            state = JobState(job=job)
+        else:
+            state = self._seen_state(job) or await self._job_state(job)
+        pod = None if state.missing else await self._pod(job, over=state.finished or req.timed_out)
+        _see_pod(state, pod)
+        report = JobReport(state=state)
+        if state.finished or req.timed_out:
+            if job.component == "agent-run":
+                # Past its activeDeadlineSeconds the Job controller killed the agent: a timeout too.
+                timed_out = req.timed_out or state.reason == "DeadlineExceeded"
+                report.agent = await self._agent_outcome(job, pod, timed_out=timed_out)
+            else:
+                report.hook = await self._hook_outcome(state, pod)
+        return report
+
+    @activity.defn
+    @kube_activity
+    async def update_status(self, req: StatusChange) -> Published:
+        await self._write_status(req.ref, req.update, first=req.first)
+        return Published(unpublished=await self._publish(req.events))
+
+    @activity.defn
+    @kube_activity
+    async def clean_up(self, req: CleanUp) -> None:
+        """Remove what the run made (only what it made), then let the object go."""
+        ns, name, uid = req.ref.namespace, req.ref.name, req.ref.uid
+        run = req.run
+        if run is not None:
+            if req.kill:
+                await self._delete_jobs_of(ns, name, uid)  # a cut-short step may have made one not yet known
+            elif not req.keep_jobs:
+                for job in req.jobs:
+                    await self._delete(self.batch.delete_namespaced_job, job.name, ns, propagation="Foreground",
+                                       uid=job.uid)
+            if run.has_hooks:
+                await self._delete_owned(self.core.delete_namespaced_persistent_volume_claim,
+                                         self.core.read_namespaced_persistent_volume_claim, workspace_name(name), ns,
+                                         uid)
+            if run.rbac:
+                await self._delete_rbac(ns, name, uid)
+        await self.release_run(StartRun(ref=req.ref))
+
+    async def _write_status(self, ref: RunRef, update: StatusUpdate, *, first: bool = False) -> None:
+        """One JSON patch of the status subresource, no read first. Its first operation tests the uid, so
+        a same-named newer object is never written (a merge patch's metadata would be ignored there).
+        `first`: the run has no status yet (the Pending write), so `status` is added whole."""
+        status = update.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+        status.pop("conditions", None)
+        if update.conditions is not None:
+            status["conditions"] = [c.model_dump(by_alias=True, exclude_none=True, mode="json")
+                                    for c in update.conditions]
+        ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": ref.uid}]
+        if first:
+            ops.append({"op": "add", "path": "/status", "value": status})
+        else:
+            ops += [{"op": "add", "path": f"/status/{key}", "value": value} for key, value in status.items()]
+        try:
+            await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
+                             AGENTRUNS, ref.name, ops, _content_type="application/json-patch+json",
+                             action=f"write status of AgentRun {ref.name}")
+        except NotFound as e:
+            raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} no longer exists", type=RUN_GONE,
+                                   non_retryable=True) from e
+        except Invalid as e:
+            if not any("/metadata/uid" in c for c in e.causes):  # our test operation's failure names its path
+                raise
+            raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} was replaced by a newer object",
+                                   type=RUN_GONE, non_retryable=True) from e
+
+    async def _publish(self, events: list[RunEvent]) -> list[RunEvent]:
+        """Publish in order; from the first one NATS did not take, the rest go back to the workflow."""
+        for i, event in enumerate(events):
+            try:
+                await self.events.publish_event(event)
+            except ApplicationError as e:
+                if e.non_retryable:
+                    activity.logger.warning("event %s dropped: %s", event.message_id, e)
+                    continue
+                activity.logger.info("event %s not published now (%s); the workflow retries it", event.message_id, e)
+                return events[i:]
+        return []
+
     def all(self) -> list[Callable[..., Any]]:
         return [self.resolve_run, self.write_status, self.ensure_lifecycle_rbac, self.ensure_workspace,
                 self.create_job, self.check_job, self.read_hook_outcome, self.read_agent_result,
-                self.delete_job, self.cleanup, self.release_run]
+                self.delete_job, self.cleanup, self.release_run,
+                self.begin_run, self.start_job, self.observe_job, self.update_status, self.clean_up]
 
 
 __all__ = ["AgentRunStatus", "KubeActivities"]

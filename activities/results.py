@@ -7,34 +7,15 @@ wins. Without a marker, the container's exit code and the last log lines decide.
 from __future__ import annotations
 
 import json
-from typing import Literal
 
-from pydantic import BaseModel, Field
+from models.steps import RESULT_MAX_BYTES, AgentOutcome, Metrics
 
-from .manifests import SKIP_MARKER
+from .manifests import SKIP_MARKER, cut_utf8
 
 START = "__SYMPOZIUM_RESULT__"
 END = "__SYMPOZIUM_END__"
 METRIC_CAP = 10_000_000_000
 DEFAULT_SKIP_REASON = "preRun hook requested skip"
-
-
-class Metrics(BaseModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tool_calls: int = 0
-    duration_ms: int = 0
-
-
-class AgentOutcome(BaseModel):
-    """What the agent run produced, as the workflow records it."""
-
-    status: Literal["success", "error", "skipped"]
-    response: str = ""
-    error: str = ""
-    exit_code: int = 0
-    metrics: Metrics = Field(default_factory=Metrics)
-    has_marker: bool = False
 
 
 def parse_marker(log: str) -> dict[str, object] | None:
@@ -76,7 +57,20 @@ def last_lines(log: str, n: int = 5, limit: int = 500) -> str:
 
 
 def agent_outcome(log: str, exit_code: int | None, *, timed_out: bool = False) -> AgentOutcome:
-    """Decide the agent's outcome from its log tail and exit code; a success marker wins over a failed Job."""
+    """Decide the agent's outcome from its log tail and exit code; a success marker wins over a failed Job.
+
+    The response (or error) is at most RESULT_MAX_BYTES; a longer one is cut, and `cut_from` says so."""
+    outcome = _outcome(log, exit_code, timed_out=timed_out)
+    for field in ("response", "error"):
+        text: str = getattr(outcome, field)
+        size = len(text.encode("utf-8"))
+        if size > RESULT_MAX_BYTES:
+            setattr(outcome, field, cut_utf8(text, RESULT_MAX_BYTES))
+            outcome.cut_from = size
+    return outcome
+
+
+def _outcome(log: str, exit_code: int | None, *, timed_out: bool) -> AgentOutcome:
     code = 124 if timed_out else (exit_code if exit_code is not None else 1)
     data = parse_marker(log)
     if data is not None:
@@ -106,3 +100,6 @@ def skip_reason(done_log: str) -> str | None:
     if idx < 0:
         return None
     return done_log[idx + len(SKIP_MARKER):].strip() or DEFAULT_SKIP_REASON
+
+
+__all__ = ["AgentOutcome", "Metrics", "agent_outcome", "skip_reason"]

@@ -314,7 +314,8 @@ class Bridge:
         done = next((c for c in conds if c.get("status") == "True" and c.get("type") in ("Complete", "Failed")), None)
         if done is None:
             return
-        event = JobFinished(name=meta.get("name", ""), uid=uid, succeeded=done["type"] == "Complete")
+        event = JobFinished(name=meta.get("name", ""), uid=uid, succeeded=done["type"] == "Complete",
+                            reason=str(done.get("reason") or ""))
         try:
             await self.temporal.get_workflow_handle(wid).signal(AgentRunWorkflow.job_finished, event)
         except RPCError as e:

@@ -20,11 +20,9 @@ from pydantic import BaseModel
 
 from .agent import AgentSpec
 from .agentrun import AgentRunSpec, AgentRunStatus
+from .names import GROUP, VERSION
 from .policy import PolicySpec
 from .schedule import ScheduleSpec, ScheduleStatus
-
-GROUP = "sympozium.ai"
-VERSION = "v1alpha1"
 
 
 def _structural(node: Any, defs: dict[str, Any]) -> Any:

@@ -28,8 +28,10 @@ class KubeError(Exception):
     status_codes: ClassVar[tuple[int, ...]] = ()
     transient: ClassVar[bool] = False
 
-    def __init__(self, action: str, message: str, *, status: int = 0, reason: str = "") -> None:
+    def __init__(self, action: str, message: str, *, status: int = 0, reason: str = "",
+                 causes: list[str] | None = None) -> None:
         self.action, self.message, self.status, self.reason = action, message, status, reason
+        self.causes = causes or []  # the Status's details.causes messages (e.g. which field, which patch test)
         suffix = f" (HTTP {status})" if status else ""
         super().__init__(f"{action}: {message}{suffix}")
 
@@ -87,15 +89,19 @@ _BY_STATUS: dict[int, type[KubeError]] = {
     for code in cls.status_codes}
 
 
-def _status_body(e: ApiException) -> tuple[str, str]:
-    """The Status object's message and reason, or the HTTP reason when the body is not one."""
+def _status_body(e: ApiException) -> tuple[str, str, list[str]]:
+    """The Status object's message, reason and causes, or the HTTP reason when the body is not one."""
     try:
         body = json.loads(e.body or "{}")
     except (ValueError, TypeError):
-        return str(e.reason or e.body or ""), ""
+        return str(e.reason or e.body or ""), "", []
     if not isinstance(body, dict):
-        return str(e.reason or ""), ""
-    return str(body.get("message") or e.reason or ""), str(body.get("reason") or "")
+        return str(e.reason or ""), "", []
+    details = body.get("details")
+    if not isinstance(details, dict):
+        details = {}
+    causes = [str(c.get("message") or "") for c in details.get("causes") or [] if isinstance(c, dict)]
+    return str(body.get("message") or e.reason or ""), str(body.get("reason") or ""), causes
 
 
 def kube_error(e: BaseException, *, action: str) -> KubeError:
@@ -103,10 +109,10 @@ def kube_error(e: BaseException, *, action: str) -> KubeError:
     if isinstance(e, KubeError):
         return e
     if isinstance(e, ApiException):
-        message, reason = _status_body(e)
+        message, reason, causes = _status_body(e)
         status = int(e.status or 0)
         cls = _BY_STATUS.get(status, Transient if status in (0, 429) or status >= 500 else ClientError)
-        return cls(action, message, status=status, reason=reason)
+        return cls(action, message, status=status, reason=reason, causes=causes)
     if isinstance(e, (HTTPError, OSError, TimeoutError)):
         return Transient(action, str(e) or type(e).__name__)
     raise TypeError(f"{action}: {type(e).__name__} is not a Kubernetes failure") from e

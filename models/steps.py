@@ -6,14 +6,42 @@ new fields), never a loose dict: histories stay readable in the Temporal UI and 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from .agentrun import AgentRunStatus, Condition
+from .events import RunEvent
 from .names import Component
 from .resolve import ResolvedRun, RunRef
+from .run import StatusUpdate
 from .slots import SlotLimit
 
 __all__ = ["Component"]
+
+
+class Metrics(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    duration_ms: int = 0
+
+
+class AgentOutcome(BaseModel):
+    """What the agent run produced, as the workflow records it."""
+
+    status: Literal["success", "error", "skipped"]
+    response: str = ""
+    error: str = ""
+    exit_code: int = 0
+    metrics: Metrics = Field(default_factory=Metrics)
+    has_marker: bool = False
+    cut_from: int = 0  # when the response or error was cut to fit RESULT_MAX_BYTES: its size before, in bytes
+
+
+# The most of an agent's response (or error) that enters a Temporal payload and status.result: well under
+# Temporal's 2 MB payload limit and etcd's 1.5 MB object limit, with room for the rest of the status.
+RESULT_MAX_BYTES = 256 * 1024
 
 
 class StartRun(BaseModel):
@@ -27,6 +55,7 @@ class Resolution(BaseModel):
 
     resolved: ResolvedRun | None = None
     problem: str | None = None
+    problem_is_policy: bool = False  # the problem is a SympoziumPolicy rule's refusal
     fallback_poll_seconds: int = 60
     agent_name: str = ""
     # Set when the Agent's policy caps concurrent runs (maxConcurrent): the run waits for a slot.
@@ -77,6 +106,7 @@ class JobFinished(BaseModel):
     name: str
     uid: str
     succeeded: bool
+    reason: str = ""  # the Failed condition's reason (DeadlineExceeded, BackoffLimitExceeded)
 
 
 class HookOutcome(BaseModel):
@@ -102,3 +132,73 @@ class Cleanup(BaseModel):
 class DeleteJob(BaseModel):
     job: JobRef
     foreground: bool = True
+
+
+# -- the steps of AgentRunWorkflow (type "AgentRun"): fewer, fatter activities ------------------------
+# Each step does its Kubernetes work, then publishes the run events handed to it (their IDs are the
+# workflow's); events it could not publish come back in `unpublished`, and the workflow retries those
+# alone, so NATS being down never fails or slows a step.
+
+
+class BeginRun(BaseModel):
+    """Read the run, its Agent and policy; add the finalizer; resolve; write Pending."""
+
+    ref: RunRef
+    workflow_id: str
+    started_at: str
+
+
+class StartJob(BaseModel):
+    """Create one Job of the run (first, when `prepare`: the agent's account, lifecycle RBAC and workspace),
+    then write `status` (needs no read) and publish `events`."""
+
+    job: JobRequest
+    prepare: bool = False
+    status: StatusUpdate | None = None
+    events: list[RunEvent] = Field(default_factory=list)
+
+
+class JobStarted(BaseModel):
+    job: JobRef
+    unpublished: list[RunEvent] = Field(default_factory=list)
+
+
+class ObserveJob(BaseModel):
+    """Where a Job is; once finished (the bridge's signal says so, or the Job does), what it produced.
+
+    `timed_out`: the workflow gives up on the agent (its deadline): read what it said so far."""
+
+    job: JobRef
+    signal: JobFinished | None = None
+    timed_out: bool = False
+    hook_names: list[str] = Field(default_factory=list)
+
+
+class JobReport(BaseModel):
+    state: JobState
+    hook: HookOutcome | None = None  # a finished hook Job
+    agent: AgentOutcome | None = None  # a finished (or given up) agent Job
+
+
+class StatusChange(BaseModel):
+    """Write status (no read first) and publish events."""
+
+    ref: RunRef
+    update: StatusUpdate
+    events: list[RunEvent] = Field(default_factory=list)
+    first: bool = False  # no status was written yet (the run failed before Pending): `status` is added whole
+
+
+class Published(BaseModel):
+    unpublished: list[RunEvent] = Field(default_factory=list)
+
+
+class CleanUp(BaseModel):
+    """Remove what the run made, then its finalizer: the Jobs the workflow knows of (all of the run's
+    when `kill`, since a deletion can cut a step short), the workspace and the lifecycle RBAC."""
+
+    ref: RunRef
+    run: ResolvedRun | None = None
+    jobs: list[JobRef] = Field(default_factory=list)
+    keep_jobs: bool = False
+    kill: bool = False

@@ -12,10 +12,12 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.events import EventActivities
+from activities.informer import JobInformer
 from activities.kube import KubeActivities
 from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
 from activities.slots import SlotActivities
+from models.kube import Kube
 from models.search_attributes import (
     SearchAttributeConflict,
     SearchAttributesRefused,
@@ -23,6 +25,7 @@ from models.search_attributes import (
 )
 from models.settings import SettingsError, user_agent
 from workflows.agent_run import AgentRunWorkflow
+from workflows.agent_run_v1 import AgentRunWorkflowV1
 from workflows.agent_slots import AgentSlotsWorkflow
 from workflows.prune import PruneHistoryWorkflow
 from workflows.scheduled_run import ScheduledRunWorkflow
@@ -37,16 +40,18 @@ async def connect(settings: WorkerSettings) -> Client:
     return await settings.temporal.connect()
 
 
-def build_worker(client: Client, settings: WorkerSettings) -> Worker:
+def build_worker(client: Client, settings: WorkerSettings, *, informer: JobInformer | None = None) -> Worker:
+    events = EventActivities(settings.nats.url or None)
     acts = KubeActivities(settings.kube.api_client(user_agent=user_agent("worker")), default_image=settings.agent_image,
                           fallback_poll_seconds=settings.fallback_poll_seconds, qps=settings.kube.qps,
-                          burst=settings.kube.burst)
+                          burst=settings.kube.burst, events=events, informer=informer)
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
-        workflows=[AgentRunWorkflow, ScheduledRunWorkflow, PruneHistoryWorkflow, AgentSlotsWorkflow],
+        # AgentRunWorkflowV1 finishes the runs that started before the type "AgentRun" existed.
+        workflows=[AgentRunWorkflow, AgentRunWorkflowV1, ScheduledRunWorkflow, PruneHistoryWorkflow, AgentSlotsWorkflow],
         activities=[*acts.all(), *ScheduleActivities(acts.kube).all(),
-                    EventActivities(settings.nats.url or None).publish_event,
+                    events.publish_event,
                     PruneActivities(acts.kube).prune_run_history, *SlotActivities().all()],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
@@ -61,7 +66,11 @@ async def run(settings: WorkerSettings) -> None:
         added = await ensure_search_attributes(client, settings.temporal.namespace)
         if added:
             log.info("registered search attributes %s in namespace %s", ", ".join(added), settings.temporal.namespace)
-    worker = build_worker(client, settings)
+    # One shared view of the runs' Jobs and pods for this process (its own client: the watches hold connections).
+    informer = JobInformer(Kube(settings.kube.api_client(user_agent=user_agent("worker"))),
+                           settings.namespaces)
+    informer.start()
+    worker = build_worker(client, settings, informer=informer)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -73,6 +82,7 @@ async def run(settings: WorkerSettings) -> None:
             await stop.wait()
             health.ready = False
     finally:
+        informer.stop()
         if probes is not None:
             probes.close()
 

@@ -23,6 +23,9 @@ class WorkerSettings(BaseSettings):
     agent_image: str = DEFAULT_AGENT_IMAGE
     # How long a run waits for a Job event before checking the Job itself.
     fallback_poll_seconds: int = 60
+    # Where the worker's shared view watches the runs' Jobs and pods ([] = all namespaces); the chart sets it to
+    # watchNamespaces, where its RBAC is namespaced.
+    namespaces: list[str] = []
     max_concurrent_activities: int = 200
     max_cached_workflows: int = 1000
     # Register the search attributes the workflows upsert at start-up (refused on Temporal Cloud: there they are

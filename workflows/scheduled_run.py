@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from . import policies
 
 from .agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, RunResult, workflow_id
+from .agent_run_v1 import AgentRunWorkflowV1
 
 SCHEDULED_START = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 
@@ -83,9 +84,11 @@ class ScheduledRunWorkflow:
         return await self._follow(RunRef(namespace=made.namespace, name=made.name, uid=made.uid))
 
     async def _follow(self, ref: RunRef) -> TickResult:
+        # Ticks recorded before the type "AgentRun" existed started (and replay) version 1.
+        run = AgentRunWorkflow.run if workflow.patched("agent-run-type-v2") else AgentRunWorkflowV1.run
         try:
             child = await workflow.start_child_workflow(
-                AgentRunWorkflow.run, StartRun(ref=ref), id=workflow_id(ref),
+                run, StartRun(ref=ref), id=workflow_id(ref),
                 # The run outlives this tick if the tick is closed: its object and cleanup are its own.
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 cancellation_type=workflow.ChildWorkflowCancellationType.ABANDON,

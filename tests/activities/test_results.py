@@ -1,6 +1,9 @@
 """Reading the agent's result marker and the preRun skip marker."""
 
+import json
+
 from activities.results import agent_outcome, parse_marker, skip_reason
+from models.steps import RESULT_MAX_BYTES
 
 M = "__SYMPOZIUM_RESULT__{}__SYMPOZIUM_END__"
 
@@ -57,3 +60,17 @@ def test_skip_reason_from_the_prerun_done_container() -> None:
     assert skip_reason("__AGENTRUN_SKIP__queue empty\n") == "queue empty"
     assert skip_reason("__AGENTRUN_SKIP__") == "preRun hook requested skip"
     assert skip_reason("") is None
+
+
+def test_a_response_too_large_for_a_payload_is_cut_on_a_character_boundary_and_says_so() -> None:
+    big = "é" * RESULT_MAX_BYTES  # two bytes each: twice the limit
+    out = agent_outcome(M.format(json.dumps({"status": "success", "response": big})), 0)
+    assert out.status == "success" and out.cut_from == 2 * RESULT_MAX_BYTES
+    assert len(out.response.encode()) == RESULT_MAX_BYTES and set(out.response) == {"é"}
+    small = agent_outcome(M.format('{"status":"success","response":"ok"}'), 0)
+    assert (small.response, small.cut_from) == ("ok", 0)
+
+
+def test_an_error_too_large_is_cut_as_well() -> None:
+    out = agent_outcome(M.format(json.dumps({"status": "error", "error": "x" * (RESULT_MAX_BYTES + 10)})), 1)
+    assert out.status == "error" and len(out.error) == RESULT_MAX_BYTES and out.cut_from == RESULT_MAX_BYTES + 10

@@ -33,8 +33,8 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         ("sympozium.ai", "sympoziumpolicies", "get"),  # models/evaluate.py
         ("sympozium.ai", "sympoziumschedules", "get"),  # activities/schedules.py reads its schedule
         ("sympozium.ai", "sympoziumschedules/status", "patch"),  # ... and records its ticks
-        *(("batch", "jobs", v) for v in ("get", "list", "create", "delete")),  # the run's three Jobs
-        ("", "pods", "list"), ("", "pods/log", "get"),  # exit codes and the agent's result
+        *(("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete")),  # Jobs; activities/informer.py
+        ("", "pods", "list"), ("", "pods", "watch"), ("", "pods/log", "get"),  # exit codes, the result; informer
         *(("", r, v) for r in ("persistentvolumeclaims", "serviceaccounts") for v in ("get", "create", "delete")),
         *(("rbac.authorization.k8s.io", r, v) for r in ("roles", "rolebindings") for v in ("get", "create", "delete")),
         # worker.grantableRules (default): what lifecycle Roles may grant
@@ -58,7 +58,7 @@ LEASE = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "patch"
 ENV = {
     "common": {"AGENTRUN_TEMPORAL__ADDRESS", "AGENTRUN_TEMPORAL__NAMESPACE", "AGENTRUN_TEMPORAL__TASK_QUEUE",
                "AGENTRUN_TEMPORAL__TLS", "AGENTRUN_KUBE__KUBECONFIG", "AGENTRUN_KUBE__QPS", "AGENTRUN_KUBE__BURST"},
-    "worker": {"AGENTRUN_NATS__URL", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_FALLBACK_POLL_SECONDS",
+    "worker": {"AGENTRUN_NATS__URL", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_FALLBACK_POLL_SECONDS", "AGENTRUN_NAMESPACES",
                "AGENTRUN_MAX_CONCURRENT_ACTIVITIES", "AGENTRUN_MAX_CACHED_WORKFLOWS", "AGENTRUN_SETUP_SEARCH_ATTRIBUTES",
                "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT"},
     "bridge": {"AGENTRUN_NAMESPACES", "AGENTRUN_LEASE_NAMESPACE", "AGENTRUN_LEASE_NAME", "AGENTRUN_LEASE_SECONDS",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from tests.conftest import Kubectl
@@ -164,3 +165,42 @@ def test_deleting_a_run_during_its_final_cleanup_still_releases_it(stack: Stack,
     done = kubectl("delete", "agentrun", name, "-n", ns, "--timeout=20s")
     assert done.returncode == 0, done.stderr
     stack.wait_gone(ns, name)
+
+
+def _job(jobs: Recorder, run: str, component: str, *, done: bool = False) -> bool:
+    def match(_typ: str, o: dict[str, Any]) -> bool:
+        labels = o["metadata"].get("labels") or {}
+        return (labels.get("sympozium.ai/agent-run") == run and _component(o) == component
+                and (not done or bool((o.get("status") or {}).get("succeeded"))))
+    return any(match(t, o) for t, o in jobs.snapshot())
+
+
+# The moments a worker is killed at, one per step of a run: each is seen in the cluster just after
+# the step began or ended, so the kill lands inside it or on the way to the next.
+MOMENTS: dict[str, Callable[[Recorder, Recorder], bool]] = {
+    "resolved, Pending": lambda runs, jobs: "Pending" in runs.phases("steps"),
+    "preRun Job made": lambda runs, jobs: _job(jobs, "steps", "prerun"),
+    "preRun done": lambda runs, jobs: _job(jobs, "steps", "prerun", done=True),
+    "agent Job made": lambda runs, jobs: _job(jobs, "steps", "agent-run"),
+    "agent done": lambda runs, jobs: _job(jobs, "steps", "agent-run", done=True),
+    "postRun Job made": lambda runs, jobs: _job(jobs, "steps", "post-run"),
+    "finished, cleaning up": lambda runs, jobs: "Succeeded" in runs.phases("steps"),
+}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_worker_killed_at_each_step_makes_each_job_once_and_completes(stack: Stack, namespace: str, record: Record,
+                                                                      moment: str) -> None:
+    ns = namespace
+    jobs, pods, runs = record(ns, "jobs"), record(ns, "pods"), record(ns, "agentruns")
+    stack.create(ns, "agents", agent())
+    stack.create(ns, "agentruns", agent_run("steps", task="sleep:1 step by step", lifecycle=LIFECYCLE))
+    wait_for(lambda: MOMENTS[moment](runs, jobs), timeout=60, interval=0.01, what=moment)
+    stack.worker.kill()
+    stack.worker.start()
+    status = stack.wait_phase(ns, "steps", timeout=90)["status"]
+    assert status["phase"] == "Succeeded" and status["result"] == "echo: step by step", status
+    assert runs.final_phases("steps") == ["Pending", "Running", "PostRunning", "Succeeded"]
+    _assert_each_step_once(jobs, pods, "steps")
+    # A step that was running on the killed worker is retried once its attempt times out (KUBE_CALL, 30s).
+    stack.wait_gone(ns, "steps", timeout=90)

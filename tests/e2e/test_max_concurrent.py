@@ -21,6 +21,7 @@ from tests.conftest import Kubectl
 from tests.e2e.conftest import Record, Recorder, Stack, agent, agent_run, condition
 from tests.waiting import wait_for
 from workflows.agent_run import AgentRunWorkflow
+from workflows.agent_run_v1 import AgentRunWorkflowV1
 from workflows.agent_slots import AgentSlotsWorkflow
 
 EXECUTING = {"Running", "PostRunning"}
@@ -99,10 +100,10 @@ def _history_replays(stack: Stack, workflow_id: str, shape: str) -> None:
         except WorkflowFailureError:  # a deleted run's workflow ends cancelled; its history is what matters
             pass
         history = await handle.fetch_history()
-        replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+        replayer = Replayer(workflows=[AgentRunWorkflow, AgentRunWorkflowV1], data_converter=pydantic_data_converter)
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
-        path = HISTORIES / f"{shape}.json"
+        path = HISTORIES / f"v2-{shape}.json"  # type "AgentRun"; the unprefixed ones are version 1
         if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1" and not path.exists():
             path.write_text(history.to_json())
     asyncio.run(replay())

@@ -18,6 +18,7 @@ from temporalio.worker import Replayer
 from models.gate import Verdict
 from tests.e2e.conftest import Stack, agent, agent_run
 from workflows.agent_run import AgentRunWorkflow
+from workflows.agent_run_v1 import AgentRunWorkflowV1
 
 OUT = Path(__file__).resolve().parents[1] / "workflows" / "histories"
 HOOK = {"name": "h", "image": "busybox:1.36", "command": ["sh", "-c", "true"]}
@@ -48,7 +49,7 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
     handle = client.get_workflow_handle(run["status"]["workflowId"])
     await handle.result()  # the workflow has also finished its cleanup
     history = await handle.fetch_history()
-    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[AgentRunWorkflow, AgentRunWorkflowV1], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None
     if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1":
@@ -58,6 +59,6 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
 def _save(shape: str, text: str) -> None:
     """Existing recordings are kept: that older histories still replay is the point."""
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{shape}.json"
+    path = OUT / f"v2-{shape}.json"  # type "AgentRun"; the unprefixed ones are version 1 ("AgentRunWorkflow")
     if not path.exists():
         path.write_text(text)

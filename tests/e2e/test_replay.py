@@ -13,12 +13,13 @@ from temporalio.worker import Replayer
 
 from tests.e2e.conftest import Stack, agent, agent_run, hook
 from workflows.agent_run import AgentRunWorkflow
+from workflows.agent_run_v1 import AgentRunWorkflowV1
 
 
 async def _histories(address: str) -> list[WorkflowHistory]:
     temporal = await Client.connect(address, data_converter=pydantic_data_converter)
     out = []
-    async for wf in temporal.list_workflows('WorkflowType = "AgentRunWorkflow" AND ExecutionStatus != "Running"'):
+    async for wf in temporal.list_workflows('WorkflowType = "AgentRun" AND ExecutionStatus != "Running"'):
         out.append(await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history())
     return out
 
@@ -28,7 +29,7 @@ async def _replay(histories: list[WorkflowHistory]) -> dict[str, str]:
         for h in histories:
             yield h
 
-    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[AgentRunWorkflow, AgentRunWorkflowV1], data_converter=pydantic_data_converter)
     results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)  # type: ignore[arg-type]
     by_run = {h.run_id: h.workflow_id for h in histories}
     return {by_run.get(run_id, run_id): repr(err) for run_id, err in results.replay_failures.items()}

@@ -398,7 +398,7 @@ async def test_history_of_a_tick_replays(stack: Stack, namespace: str, temporal_
     replayer = Replayer(workflows=[ScheduledRunWorkflow], data_converter=pydantic_data_converter)
     assert (await replayer.replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
     if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1":
-        _save_history("scheduled-tick", history.to_json())
+        _save_history("v2-scheduled-tick", history.to_json())  # a tick that starts the type "AgentRun"
 
 
 def _save_history(name: str, text: str) -> None:

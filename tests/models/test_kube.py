@@ -141,3 +141,14 @@ def test_finalizer_patches_carry_the_version_read_and_say_when_there_is_nothing_
     with_ours = {"finalizers": ["other", "ours"], "resourceVersion": "8"}
     assert finalizer_added(with_ours, "ours") is None
     assert finalizer_removed(with_ours, "ours") == {"metadata": {"finalizers": ["other"], "resourceVersion": "8"}}
+
+
+def test_the_status_causes_are_kept_for_who_must_tell_one_refusal_from_another() -> None:
+    body = ('{"kind":"Status","message":"the server rejected our request due to an error in our request",'
+            '"reason":"Invalid","details":{"causes":[{"message":"testing value /metadata/uid failed: test failed"}]}}')
+    e = kube_error(client.ApiException(status=422, reason="Unprocessable Entity"), action="a")
+    assert e.causes == []
+    exc = client.ApiException(status=422, reason="Unprocessable Entity")
+    exc.body = body
+    e = kube_error(exc, action="write status")
+    assert isinstance(e, Invalid) and e.causes == ["testing value /metadata/uid failed: test failed"]

@@ -20,26 +20,32 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.events import RunEvent
 from activities.kube import RUN_GONE
-from activities.results import AgentOutcome, Metrics
-from models.agentrun import Condition, ModelSpec
+from models.agentrun import AgentRunStatus, Condition, ModelSpec
+from models.events import RunEvent
+from models.names import job_name
 from models.resolve import ResolvedHook, ResolvedRun, RunRef
+from models.run import StatusUpdate
 from models.slots import SlotLimit
 from models.steps import (
-    Cleanup,
-    Component,
+    AgentOutcome,
+    BeginRun,
+    CleanUp,
     DeleteJob,
     HookOutcome,
     JobFinished,
     JobRef,
+    JobReport,
     JobRequest,
+    JobStarted,
     JobState,
+    Metrics,
+    ObserveJob,
+    Published,
     Resolution,
-    ResultRequest,
     RunningHook,
-    StartRun,
-    StatusWrite,
+    StartJob,
+    StatusChange,
 )
 from models.timestamps import rfc3339
 from workflows.agent_run import AgentRunWorkflow
@@ -86,6 +92,7 @@ class FakeCluster:
 
     run: ResolvedRun | None
     problem: str | None = None
+    problem_is_policy: bool = False
     gone: bool = False  # the run object no longer exists when the workflow starts
     fallback_seconds: int = 60
     slots: SlotLimit | None = None
@@ -93,9 +100,13 @@ class FakeCluster:
     hooks: dict[str, HookOutcome] = field(default_factory=dict)  # read_hook_outcome, by component
     agent: AgentOutcome = field(default_factory=lambda: AgentOutcome(
         status="success", response="hi there", metrics=Metrics(input_tokens=3, output_tokens=5)))
+    nats_down: bool = False  # steps cannot publish: their events come back for the workflow to retry
+    fail_create: Exception | None = None  # start_job raises this
+    fail_begin: Exception | None = None  # begin_run raises this (before it wrote Pending)
     calls: list[tuple[str, Any]] = field(default_factory=list)
     created: list[Job] = field(default_factory=list)
-    events: list[RunEvent] = field(default_factory=list)
+    events: list[RunEvent] = field(default_factory=list)  # published, by a step or retried alone
+    retried_events: list[RunEvent] = field(default_factory=list)  # published by publish_event (retried alone)
     # An activity named here waits (after being called) until the test releases it.
     holds: dict[str, asyncio.Event] = field(default_factory=dict)
     reached: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -113,21 +124,35 @@ class FakeCluster:
     def named(self, name: str) -> list[Any]:
         return [arg for n, arg in self.calls if n == name]
 
+    def writes(self) -> list[StatusUpdate]:
+        """Every status write, in order: Pending (begin_run), the ones made with a Job, the others."""
+        out: list[StatusUpdate] = []
+        for name, arg in self.calls:
+            if name == "begin_run" and self.fail_begin is None:
+                out.append(StatusUpdate(status=AgentRunStatus(phase="Pending", started_at=arg.started_at,
+                                                              workflow_id=arg.workflow_id)))
+            elif name == "start_job" and arg.status is not None:
+                out.append(arg.status)
+            elif name == "update_status":
+                out.append(arg.update)
+        return out
+
     def status(self) -> dict[str, Any]:
-        """The run's status as the writes so far left it (fields set, conditions upserted by type)."""
+        """The run's status as the writes so far left it (fields set; conditions as last written)."""
         out: dict[str, Any] = {}
         conds: dict[str, Condition] = {}
-        for w in self.named("write_status"):
+        for w in self.writes():
             out.update(w.status.model_dump(exclude_none=True, exclude={"conditions"}))
-            conds.update({c.type: c for c in w.conditions})
+            if w.conditions is not None:
+                conds = {c.type: c for c in w.conditions}
         out["conditions"] = conds
         return out
 
     def phases(self) -> list[str]:
-        return [w.status.phase for w in self.named("write_status") if w.status.phase]
+        return [w.status.phase for w in self.writes() if w.status.phase]
 
-    def job(self, component: Component) -> Job:
-        return next(j for j in self.created if j.ref.component == component)
+    def job_requests(self) -> list[JobRequest]:
+        return [start.job for start in self.named("start_job")]
 
     # -- the activities ----------------------------------------------------------------------
 
@@ -140,65 +165,67 @@ class FakeCluster:
     def activities(self) -> list[Callable[..., Any]]:
         cluster = self
 
-        @activity.defn(name="resolve_run")
-        async def resolve_run(start: StartRun) -> Resolution:
-            await cluster._called("resolve_run", start)
+        def published(events: list[RunEvent]) -> list[RunEvent]:
+            if cluster.nats_down:
+                return events
+            cluster.events.extend(events)
+            return []
+
+        @activity.defn(name="begin_run")
+        async def begin_run(req: BeginRun) -> Resolution:
+            await cluster._called("begin_run", req)
             if cluster.gone:
                 raise ApplicationError("AgentRun ns/r no longer exists", type=RUN_GONE, non_retryable=True)
-            return Resolution(resolved=cluster.run, problem=cluster.problem, agent_name="a",
+            if cluster.fail_begin is not None:
+                raise cluster.fail_begin
+            return Resolution(resolved=cluster.run, problem=cluster.problem, problem_is_policy=cluster.problem_is_policy,
+                              agent_name="a",
                               fallback_poll_seconds=cluster.fallback_seconds, slots=cluster.slots)
 
-        @activity.defn(name="write_status")
-        async def write_status(req: StatusWrite) -> None:
-            await cluster._called("write_status", req)
-
-        @activity.defn(name="ensure_lifecycle_rbac")
-        async def ensure_lifecycle_rbac(req: JobRequest) -> None:
-            await cluster._called("ensure_lifecycle_rbac", req)
-
-        @activity.defn(name="ensure_workspace")
-        async def ensure_workspace(req: JobRequest) -> None:
-            await cluster._called("ensure_workspace", req)
-
-        @activity.defn(name="create_job")
-        async def create_job(req: JobRequest) -> JobRef:
-            await cluster._called("create_job", req)
-            ref = JobRef(namespace=req.run.ref.namespace, name=f"{req.run.ref.name}-{req.component}",
-                         uid=f"job-{next(cluster._uids)}", component=req.component)
-            script = cluster.jobs.get(req.component, JobScript())
+        @activity.defn(name="start_job")
+        async def start_job(req: StartJob) -> JobStarted:
+            await cluster._called("start_job", req)
+            if cluster.fail_create is not None:
+                raise cluster.fail_create
+            ref = JobRef(namespace=req.job.run.ref.namespace, name=job_name(req.job.run.ref.name, req.job.component),
+                         uid=f"job-{next(cluster._uids)}", component=req.job.component)
+            script = cluster.jobs.get(req.job.component, JobScript())
             job = Job(ref=ref, script=script, created=activity.info().current_attempt_scheduled_time,
                       finished=script.finishes)
             cluster.created.append(job)
             if script.finishes and script.signal:
                 # The bridge's fast path: the Job's completion reaches the workflow as a signal.
                 await activity.client().get_workflow_handle(activity.info().workflow_id or "").signal(
-                    AgentRunWorkflow.job_finished, JobFinished(name=ref.name, uid=ref.uid, succeeded=script.succeeded))
-            return ref
+                    AgentRunWorkflow.job_finished, JobFinished(name=ref.name, uid=ref.uid, succeeded=script.succeeded,
+                                                               reason=script.reason))
+            return JobStarted(job=ref, unpublished=published(req.events))
 
-        @activity.defn(name="check_job")
-        async def check_job(ref: JobRef) -> JobState:
-            await cluster._called("check_job", ref)
+        @activity.defn(name="observe_job")
+        async def observe_job(req: ObserveJob) -> JobReport:
+            await cluster._called("observe_job", req)
+            ref = req.job
             job = next(j for j in cluster.created if j.ref.uid == ref.uid)
             if job.deleted:
-                return JobState(job=ref, missing=True, finished=True)
-            state = JobState(job=ref, pod_name=f"{ref.name}-pod", finished=job.finished)
-            if job.finished:
+                state = JobState(job=ref, missing=True, finished=True)
+            else:
+                state = JobState(job=ref, pod_name=f"{ref.name}-pod", finished=job.finished)
+            if state.finished and not state.missing:
                 state.succeeded, state.reason = job.script.succeeded, job.script.reason
             elif job.script.running_hook:
                 state.running_hook = RunningHook(container=job.script.running_hook, started_at=rfc3339(job.created))
-            return state
+            report = JobReport(state=state)
+            if req.timed_out or (state.finished and state.reason == "DeadlineExceeded"):
+                report.agent = AgentOutcome(status="error", error="timeout", exit_code=124)
+            elif state.finished and ref.component == "agent-run":
+                report.agent = cluster.agent
+            elif state.finished:
+                report.hook = cluster.hooks.get(ref.component, HookOutcome(ok=state.succeeded))
+            return report
 
-        @activity.defn(name="read_hook_outcome")
-        async def read_hook_outcome(state: JobState) -> HookOutcome:
-            await cluster._called("read_hook_outcome", state)
-            return cluster.hooks.get(state.job.component, HookOutcome(ok=state.succeeded))
-
-        @activity.defn(name="read_agent_result")
-        async def read_agent_result(req: ResultRequest) -> AgentOutcome:
-            await cluster._called("read_agent_result", req)
-            if req.timed_out:
-                return AgentOutcome(status="error", error="timeout", exit_code=124)
-            return cluster.agent
+        @activity.defn(name="update_status")
+        async def update_status(req: StatusChange) -> Published:
+            await cluster._called("update_status", req)
+            return Published(unpublished=published(req.events))
 
         @activity.defn(name="delete_job")
         async def delete_job(req: DeleteJob) -> None:
@@ -207,19 +234,13 @@ class FakeCluster:
                 if j.ref.uid == req.job.uid:
                     j.deleted = True
 
-        @activity.defn(name="cleanup")
-        async def cleanup(req: Cleanup) -> None:
-            await cluster._called("cleanup", req)
-
-        @activity.defn(name="release_run")
-        async def release_run(start: StartRun) -> None:
-            await cluster._called("release_run", start)
+        @activity.defn(name="clean_up")
+        async def clean_up(req: CleanUp) -> None:
+            await cluster._called("clean_up", req)
 
         @activity.defn(name="publish_event")
         async def publish_event(event: RunEvent) -> None:
+            cluster.retried_events.append(event)
             cluster.events.append(event)
 
-        return [resolve_run, write_status, ensure_lifecycle_rbac, ensure_workspace, create_job, check_job,
-                read_hook_outcome, read_agent_result, delete_job, cleanup, release_run, publish_event]
-
-
+        return [begin_run, start_job, observe_job, update_status, delete_job, clean_up, publish_event]

@@ -21,14 +21,13 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.exceptions import CancelledError
+from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.results import AgentOutcome
 from models.gate import BLOCKED_TEXT, REJECTED_TEXT, GateView, Verdict
 from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE, SEARCH_ATTRIBUTES
-from models.steps import HookOutcome, StartRun
+from models.steps import RESULT_MAX_BYTES, AgentOutcome, HookOutcome, StartRun
 from tests.waiting import wait_for_async
 from workflows.agent_run import AgentRunWorkflow, RunResult, workflow_id
 
@@ -103,20 +102,21 @@ async def _reached(cluster: FakeCluster, name: str) -> None:
 
 async def test_a_plain_run_writes_pending_running_succeeded_and_cleans_up(env: WorkflowEnvironment) -> None:
     cluster = FakeCluster(resolved_run())
-    start = await env.get_current_time()
     result = await _run(env, cluster)
     assert result == RunResult(phase="Succeeded", result="hi there")
-    # The bridge's signal told the workflow the Job had finished: no wait for the fallback check.
-    assert (await env.get_current_time()) - start < timedelta(seconds=cluster.fallback_seconds)
+    (look,) = cluster.named("observe_job")
+    assert look.signal is not None, "the bridge's signal told the workflow the Job had finished: no fallback look"
     assert cluster.phases() == ["Pending", "Running", "Succeeded"]
     status = cluster.status()
-    assert status["result"] == "hi there" and status["job_name"] == "r-agent-run"
+    assert status["result"] == "hi there" and status["job_name"] == "r"
     assert status["token_usage"]["total_tokens"] == 8
     assert [j.ref.component for j in cluster.created] == ["agent-run"]
-    assert not cluster.named("ensure_workspace"), "no hooks, no workspace"
-    (cleanup,) = cluster.named("cleanup")
-    assert not cleanup.kill_jobs
-    assert len(cluster.named("release_run")) == 1
+    assert status["exit_code"] == 0, "every finished run has its exit code"
+    (start,) = cluster.named("start_job")
+    assert start.prepare, "the first Job's step makes the run's account, RBAC and workspace"
+    (cleanup,) = cluster.named("clean_up")
+    assert not cleanup.kill and [j.name for j in cleanup.jobs] == ["r"]
+    assert [n for n, _ in cluster.calls] == ["begin_run", "start_job", "observe_job", "update_status", "clean_up"]
 
 
 async def test_a_missed_job_event_is_caught_by_the_fallback_check(env: WorkflowEnvironment) -> None:
@@ -125,7 +125,8 @@ async def test_a_missed_job_event_is_caught_by_the_fallback_check(env: WorkflowE
     result = await _run(env, cluster)
     assert result == RunResult(phase="Succeeded", result="hi there")
     assert (await env.get_current_time()) - start >= timedelta(seconds=cluster.fallback_seconds)
-    assert len(cluster.named("check_job")) == 1
+    (look,) = cluster.named("observe_job")
+    assert look.signal is None, "no signal came: the fallback look found the Job finished"
 
 
 async def test_an_invalid_spec_fails_validated_false_and_creates_nothing(env: WorkflowEnvironment) -> None:
@@ -134,15 +135,16 @@ async def test_an_invalid_spec_fails_validated_false_and_creates_nothing(env: Wo
     assert result == RunResult(phase="Failed", error="spec.timeout: not a duration")
     cond = cluster.status()["conditions"]["Validated"]
     assert (cond.status, cond.reason) == ("False", "InvalidSpec")
-    assert not cluster.created and not cluster.named("cleanup")
-    assert len(cluster.named("release_run")) == 1
+    assert not cluster.created
+    (cleanup,) = cluster.named("clean_up")
+    assert cleanup.run is None, "an unresolved run made nothing but its finalizer"
 
 
 async def test_a_run_deleted_before_it_started_ends_deleted(env: WorkflowEnvironment) -> None:
     cluster = FakeCluster(resolved_run(), gone=True)
     result = await _run(env, cluster)
     assert result.phase == "Deleted"
-    assert [n for n, _ in cluster.calls] == ["resolve_run"]
+    assert [n for n, _ in cluster.calls] == ["begin_run", "clean_up"]
 
 
 # -- hooks -----------------------------------------------------------------------------------------
@@ -154,7 +156,7 @@ async def test_a_prerun_skip_ends_skipped_without_an_agent(env: WorkflowEnvironm
     result = await _run(env, cluster)
     assert result == RunResult(phase="Skipped", result="nothing to do")
     assert [j.ref.component for j in cluster.created] == ["prerun"]
-    assert len(cluster.named("ensure_workspace")) == 1
+    assert [s.prepare for s in cluster.named("start_job")] == [True]
 
 
 async def test_a_failed_prerun_hook_fails_the_run_but_postrun_still_runs(env: WorkflowEnvironment) -> None:
@@ -165,7 +167,7 @@ async def test_a_failed_prerun_hook_fails_the_run_but_postrun_still_runs(env: Wo
     result = await _run(env, cluster)
     assert result == RunResult(phase="Failed", error='preRun hook "check" failed with exit code 3')
     assert [j.ref.component for j in cluster.created] == ["prerun", "post-run"]
-    post = next(r for r in cluster.named("create_job") if r.component == "post-run")
+    post = next(r for r in cluster.job_requests() if r.component == "post-run")
     assert post.agent_exit_code == 3
     assert cluster.status()["exit_code"] == 3
 
@@ -205,10 +207,29 @@ async def test_an_agent_past_its_deadline_is_stopped_and_fails_with_timeout(env:
     assert result == RunResult(phase="Failed", error="timeout")
     assert (await env.get_current_time()) - start >= timedelta(seconds=600)
     assert {d.job.component for d in cluster.named("delete_job")} == {"agent-run"}
-    (read,) = cluster.named("read_agent_result")
-    assert read.timed_out
-    post = next(r for r in cluster.named("create_job") if r.component == "post-run")
+    assert [o.timed_out for o in cluster.named("observe_job") if o.job.component == "agent-run"][-1]
+    post = next(r for r in cluster.job_requests() if r.component == "post-run")
     assert post.agent_exit_code == 124
+    assert cluster.status()["exit_code"] == 124
+
+
+async def test_an_agent_past_its_own_active_deadline_fails_with_timeout_and_its_job_goes(
+        env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), jobs={"agent-run": JobScript(succeeded=False, reason="DeadlineExceeded")})
+    cluster.run = cluster.run.model_copy(update={"cleanup": "keep"}) if cluster.run else None
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Failed", error="timeout")
+    assert cluster.status()["exit_code"] == 124
+    assert [d.job.component for d in cluster.named("delete_job")] == ["agent-run"], "even with cleanup: keep"
+
+
+async def test_a_cut_result_is_stated_in_a_condition(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), agent=AgentOutcome(status="success", response="long...", cut_from=3_000_000))
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result="long...")
+    cond = cluster.status()["conditions"]["ResultCut"]
+    assert (cond.status, cond.reason) == ("True", "ResultTooLarge")
+    assert cond.message == f"the agent's response was cut to its first {RESULT_MAX_BYTES} of 3000000 bytes"
 
 
 async def test_an_agent_error_fails_the_run_with_its_message(env: WorkflowEnvironment) -> None:
@@ -320,7 +341,7 @@ async def _phase_is(handle: WorkflowHandle[AgentRunWorkflow, RunResult], phase: 
 # -- deletion (the workflow is cancelled) ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("step", ["write_status", "ensure_lifecycle_rbac", "ensure_workspace", "create_job"])
+@pytest.mark.parametrize("step", ["begin_run", "start_job"])
 async def test_deletion_during_a_step_kills_jobs_and_releases_the_run(live_env: WorkflowEnvironment, step: str) -> None:
     cluster = FakeCluster(resolved_run(pre_run=[hook("check")]))
     cluster.hold(step)
@@ -333,14 +354,11 @@ async def test_deletion_during_a_step_kills_jobs_and_releases_the_run(live_env: 
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()
     assert isinstance(failed.value.cause, CancelledError)
-    if step == "write_status":
-        # Deleted while writing Pending: nothing of the run was made, so there is nothing to clean up.
-        assert not cluster.named("cleanup")
-    else:
-        (cleanup,) = cluster.named("cleanup")
-        assert cleanup.kill_jobs
-    assert [n for n, _ in cluster.calls][-1] == "release_run"
-    assert len(cluster.named("release_run")) == 1
+    (cleanup,) = cluster.named("clean_up")
+    assert cleanup.kill, "a step cut short may have made a Job the workflow does not know of"
+    # Deleted while resolving: nothing of the run was made; else the resolved run says what to remove.
+    assert (cleanup.run is None) == (step == "begin_run")
+    assert [n for n, _ in cluster.calls][-1] == "clean_up"
 
 
 @pytest.mark.parametrize("component", ["prerun", "agent-run", "post-run"])
@@ -356,9 +374,9 @@ async def test_deletion_while_a_job_runs_kills_it_and_releases_the_run(
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await handle.result()
-    (cleanup,) = cluster.named("cleanup")
-    assert cleanup.kill_jobs
-    assert [n for n, _ in cluster.calls][-2:] == ["cleanup", "release_run"]
+    (cleanup,) = cluster.named("clean_up")
+    assert cleanup.kill
+    assert [n for n, _ in cluster.calls][-1] == "clean_up"
     assert cluster.created[-1].ref.component == component, "nothing was created after the deletion"
 
 
@@ -369,17 +387,16 @@ async def _job_created(handle: WorkflowHandle[AgentRunWorkflow, RunResult], comp
 
 async def test_deletion_during_cleanup_finishes_cleanup_and_keeps_the_outcome(env: WorkflowEnvironment) -> None:
     cluster = FakeCluster(resolved_run())
-    cluster.hold("cleanup")
+    cluster.hold("clean_up")
     h = Harness(env, cluster)
     async with h.worker:
         handle = await h.start()
-        await _reached(cluster, "cleanup")
+        await _reached(cluster, "clean_up")
         await handle.cancel()
-        cluster.release("cleanup")
+        cluster.release("clean_up")
         result = await handle.result()
     assert result == RunResult(phase="Succeeded", result="hi there")
-    assert len(cluster.named("cleanup")) == 1
-    assert len(cluster.named("release_run")) == 1
+    assert len(cluster.named("clean_up")) == 1
 
 
 # -- events ------------------------------------------------------------------------------------------
@@ -397,3 +414,71 @@ async def test_events_have_stable_unique_message_ids_in_order(env: WorkflowEnvir
     wid = workflow_id(cluster.run.ref) if cluster.run else ""
     assert [e.message_id for e in events] == [f"{wid}/{e.topic}/{i}" for i, e in enumerate(events, 1)]
     assert events[-1].data["status"] == "success"
+    assert not cluster.retried_events, "each event went out with the step that caused it"
+
+
+async def test_events_nats_did_not_take_are_retried_alone_with_the_same_ids(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), nats_down=True)
+    result = await _run(env, cluster)
+    assert result.phase == "Succeeded", "NATS being down never fails a run"
+    ids = [e.message_id for e in cluster.retried_events]
+    assert len(ids) == 5 and len(set(ids)) == 5
+    assert sorted(e.seq for e in cluster.retried_events) == [1, 2, 3, 4, 5]
+
+
+async def test_a_run_of_prerun_agent_and_postrun_takes_nine_steps(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(pre_run=[hook("check")], post_run=[hook("notify")]))
+    result = await _run(env, cluster)
+    assert result.phase == "Succeeded"
+    assert [n for n, _ in cluster.calls] == ["begin_run", "start_job", "observe_job", "start_job", "observe_job",
+                                             "start_job", "observe_job", "update_status", "clean_up"]
+    assert [s.prepare for s in cluster.named("start_job")] == [True, False, False]
+    assert not any(w.first for w in cluster.named("update_status")), "Pending exists: fields are patched"
+    assert cluster.phases() == ["Pending", "Running", "PostRunning", "Succeeded"]
+    assert cluster.status()["pod_name"] == "r-pod"
+
+
+async def test_a_permanent_refusal_of_a_step_fails_the_run_naming_the_step(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), fail_create=ApplicationError(
+        "create Job r: jobs.batch is forbidden (HTTP 403)", type="KubernetesForbidden", non_retryable=True))
+    result = await _run(env, cluster)
+    assert result.phase == "Failed"
+    assert result.error == "agent Job r: create Job r: jobs.batch is forbidden (HTTP 403)"
+    cond = cluster.status()["conditions"]["StepFailed"]
+    assert (cond.reason, cond.message) == ("KubernetesForbidden", "create Job r: jobs.batch is forbidden (HTTP 403)")
+    assert [n for n, _ in cluster.calls][-1] == "clean_up"
+
+
+async def test_a_run_that_fails_before_pending_writes_its_whole_status_at_once(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), fail_begin=ApplicationError(
+        "read agents a: agents are off limits (HTTP 403)", type="KubernetesForbidden", non_retryable=True))
+    result = await _run(env, cluster)
+    assert result.phase == "Failed" and "agents are off limits" in (result.error or "")
+    (write,) = cluster.named("update_status")
+    assert write.first, "no status exists yet: its fields cannot be patched one by one"
+    assert cluster.phases() == ["Failed"]
+
+
+def _failed_reason(cluster: FakeCluster) -> str | int | None:
+    (failed,) = [e for e in cluster.events if e.topic == "agent.run.failed"]
+    return failed.data["reason"]
+
+
+@pytest.mark.parametrize(("cluster", "reason"), [
+    (FakeCluster(None, problem="spec.agentRef: Agent \"x\" not found"), "invalid_spec"),
+    (FakeCluster(None, problem="spec.env.LD_PRELOAD: not allowed", problem_is_policy=True), "policy"),
+    (FakeCluster(resolved_run(pre_run=[hook("check")]), jobs={"prerun": JobScript(succeeded=False)},
+                 hooks={"prerun": HookOutcome(ok=False, failed_hook="check", exit_code=3, message="m")}),
+     "hook_failed"),
+    (FakeCluster(resolved_run(), jobs={"agent-run": JobScript(succeeded=False, reason="DeadlineExceeded")}),
+     "timeout"),
+    (FakeCluster(resolved_run(), agent=AgentOutcome(status="error", error="killed", exit_code=137)), "oom"),
+    (FakeCluster(resolved_run(), agent=AgentOutcome(status="error", error="HTTP 429 from the model", exit_code=1)),
+     "token_budget"),
+    (FakeCluster(resolved_run(), agent=AgentOutcome(status="error", error="something odd", exit_code=1)), "other"),
+], ids=["invalid-spec", "policy", "prerun-hook", "agent-deadline", "oom", "token-budget", "other"])
+async def test_a_failed_run_says_why_from_what_the_workflow_knows(env: WorkflowEnvironment, cluster: FakeCluster,
+                                                                  reason: str) -> None:
+    result = await _run(env, cluster)
+    assert result.phase == "Failed"
+    assert _failed_reason(cluster) == reason

@@ -17,19 +17,21 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from workflows.agent_run import AgentRunWorkflow
+from workflows.agent_run_v1 import AgentRunWorkflowV1
 from workflows.scheduled_run import ScheduledRunWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 TEXTS = {p.stem: p.read_text() for p in HISTORIES}
 
 
-def test_there_are_recorded_histories() -> None:
-    assert len(HISTORIES) >= 5
+def test_there_are_recorded_histories_of_both_versions() -> None:
+    assert len([p for p in HISTORIES if not p.stem.startswith("v2-")]) >= 5
+    assert len([p for p in HISTORIES if p.stem.startswith("v2-")]) >= 5
 
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
 async def test_recorded_history_replays(name: str) -> None:
     history = WorkflowHistory.from_json(name, TEXTS[name])
     # The replayer picks the workflow by the type recorded in the history.
-    replayer = Replayer(workflows=[AgentRunWorkflow, ScheduledRunWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[AgentRunWorkflow, AgentRunWorkflowV1, ScheduledRunWorkflow], data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)

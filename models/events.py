@@ -1,0 +1,47 @@
+"""Run events (SPEC §5): what the workflow emits, each with a stable message ID.
+
+The workflow builds each `RunEvent` itself (its own counter `seq`, its own clock), so the message
+ID `<workflow_id>/<topic>/<seq>` is the same on every retry, and JetStream's de-duplication stores
+it once. activities/events.py publishes them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+SUBJECT_PREFIX = "sympozium"
+
+Topic = Literal["agent.run.started", "agent.run.phase", "agent.run.gate.pending", "agent.run.completed",
+                "agent.run.failed"]
+
+
+class RunEvent(BaseModel):
+    """One event of one run, as the workflow hands it to the publish activity."""
+
+    topic: Topic
+    run_name: str
+    namespace: str
+    instance_name: str
+    workflow_id: str
+    seq: int
+    timestamp: str
+    data: dict[str, str | int | None]
+
+    @property
+    def subject(self) -> str:
+        return f"{SUBJECT_PREFIX}.{self.topic}"
+
+    @property
+    def message_id(self) -> str:
+        return f"{self.workflow_id}/{self.topic}/{self.seq}"
+
+    def envelope(self) -> dict[str, object]:
+        return {
+            "topic": self.topic,
+            "timestamp": self.timestamp,
+            "metadata": {"agentRunID": self.run_name, "instanceName": self.instance_name,
+                         "namespace": self.namespace},
+            "data": dict(self.data),
+        }

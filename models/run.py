@@ -1,0 +1,97 @@
+"""The vocabulary and the boundary types of AgentRunWorkflow (SPEC §3): phases, condition types and
+reasons as `StrEnum`s, what the `status` query and the workflow's result say, and the input and
+result of each of its steps (activities). Everything that crosses the workflow boundary is one of
+these or a model they name, never a loose dict.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from .agentrun import AgentRunStatus, Condition
+from .names import Component
+from .resolve import ResolvedRun, RunRef
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    POST_RUNNING = "PostRunning"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SKIPPED = "Skipped"
+    DELETED = "Deleted"  # the workflow's own result only: the object was gone before the run started
+
+
+class ConditionType(StrEnum):
+    VALIDATED = "Validated"
+    QUEUED = "Queued"
+    POST_RUN_FAILED = "PostRunFailed"
+    GATE_RESOLVED = "GateResolved"
+    STEP_FAILED = "StepFailed"
+    RESULT_CUT = "ResultCut"
+
+
+class Reason(StrEnum):
+    INVALID_SPEC = "InvalidSpec"
+    MAX_CONCURRENT = "MaxConcurrent"
+    SLOT_GRANTED = "SlotGranted"
+    POST_RUN_JOB_FAILED = "PostRunJobFailed"
+    RESULT_TOO_LARGE = "ResultTooLarge"
+
+
+class FailureReason(StrEnum):
+    """agent.run.failed's `reason`, in the spirit of Sympozium's classifyFailureReason."""
+
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    POLICY = "policy"
+    TOKEN_BUDGET = "token_budget"
+    LLM_ERROR = "llm_error"
+    HOOK_FAILED = "hook_failed"
+    INVALID_SPEC = "invalid_spec"
+    OTHER = "other"
+
+
+class Stopped(StrEnum):
+    """Why the workflow stopped a Job before it finished (JobState.reason)."""
+
+    HOOK_TIMEOUT = "HookTimeout"
+    DEADLINE = "WorkflowDeadline"
+    VERDICT = "StoppedForVerdict"
+
+
+class RunState(BaseModel):
+    """What the `status` query answers: the run as the workflow sees it right now."""
+
+    phase: str = Phase.PENDING
+    step: str = "starting"
+    agent: str = ""
+    jobs: dict[str, str] = {}
+    result: str | None = None
+    error: str | None = None
+
+
+class RunResult(BaseModel):
+    phase: str
+    result: str | None = None
+    error: str | None = None
+
+
+class StatusUpdate(BaseModel):
+    """One status write that needs no read first: the fields to set, and the run's whole condition list
+    (the workflow is the only writer of an AgentRun's conditions and knows every one it wrote)."""
+
+    status: AgentRunStatus = Field(default_factory=AgentRunStatus)
+    conditions: list[Condition] | None = None  # None: leave the conditions as they are
+
+
+def workflow_id(ref: RunRef) -> str:
+    """Derived from the run, so a run is never executed twice and a recreated name is a new run."""
+    return f"agentrun/{ref.namespace}/{ref.name}/{ref.uid}"
+
+
+__all__ = ["Component", "ConditionType", "Phase", "Reason", "ResolvedRun", "RunResult", "RunState",
+           "StatusUpdate", "Stopped", "workflow_id"]
