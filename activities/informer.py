@@ -146,6 +146,11 @@ class JobInformer:
             self._drop(kind, obj.metadata.uid)
 
     def _add(self, kind: str, obj: Any) -> None:
+        # Only metadata and status are read from the view: the spec (the pod template, every env var) and the
+        # managed fields are most of an object's memory, so they are not kept.
+        obj.spec = None
+        obj.metadata.managed_fields = None
+        obj.metadata.annotations = None
         uid = obj.metadata.uid
         if kind == "jobs":
             self._jobs[uid] = obj
