@@ -26,7 +26,6 @@ from models.kube import (
     Invalid,
     Kube,
     NotFound,
-    RateLimiter,
     finalizer_added,
     finalizer_removed,
 )
@@ -109,10 +108,6 @@ class KubeActivities:
         self.core, self.batch, self.rbac, self.custom = self.kube.core, self.kube.batch, self.kube.rbac, self.kube.custom
         self.default_image = default_image
         self.fallback_poll_seconds = fallback_poll_seconds
-
-    @property
-    def limiter(self) -> RateLimiter:
-        return self.kube.limiter
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
         return await self.kube.call(fn, *args, action=action, **kw)
