@@ -11,8 +11,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from .agentrun import AgentRunStatus, Condition
-from .names import Component
-from .resolve import ResolvedRun, RunRef
+from .resolve import RunRef
 
 
 class Phase(StrEnum):
@@ -91,7 +90,3 @@ class StatusUpdate(BaseModel):
 def workflow_id(ref: RunRef) -> str:
     """Derived from the run, so a run is never executed twice and a recreated name is a new run."""
     return f"agentrun/{ref.namespace}/{ref.name}/{ref.uid}"
-
-
-__all__ = ["Component", "ConditionType", "Phase", "Reason", "ResolvedRun", "RunResult", "RunState",
-           "StatusUpdate", "Stopped", "workflow_id"]

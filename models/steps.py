@@ -17,8 +17,6 @@ from .resolve import ResolvedRun, RunRef
 from .run import StatusUpdate
 from .slots import SlotLimit
 
-__all__ = ["Component"]
-
 
 class Metrics(BaseModel):
     input_tokens: int = 0
