@@ -175,8 +175,8 @@ class AgentRunWorkflow:
             if res.resolved is None:
                 problem = res.problem or "invalid spec"
                 why = FailureReason.POLICY if res.problem_is_policy else FailureReason.INVALID_SPEC
-                return await self._finish(Phase.FAILED, error=problem, failure=why, conditions=[
-                    self._cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)])
+                self._cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)
+                return await self._finish(Phase.FAILED, error=problem, failure=why)
             run = self._run = res.resolved
             self._gate.has_gate = run.gate_hook is not None
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
@@ -407,11 +407,9 @@ class AgentRunWorkflow:
 
     async def _finish(self, phase: Phase, *, result: str | None = None, error: str | None = None,
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
-                      gate: GateStatus | None = None, conditions: list[Condition] | None = None,
-                      failure: FailureReason = FailureReason.OTHER) -> RunResult:
+                      gate: GateStatus | None = None, failure: FailureReason = FailureReason.OTHER) -> RunResult:
+        """The run's end: its status (with every condition recorded by `_cond`) and events; the result."""
         self._gate.done = True
-        for c in conditions or []:
-            self._conditions[c.type] = c
         status = AgentRunStatus(phase=phase, completed_at=rfc3339(workflow.now()),
                                 workflow_id=workflow.info().workflow_id, result=result, error=error,
                                 exit_code=exit_code, gate=gate, gate_verdict=gate.state if gate else None,
@@ -438,8 +436,8 @@ class AgentRunWorkflow:
             return RunResult(phase=Phase.FAILED, error=cause.message)  # nothing to write the failure to
         if isinstance(cause, ApplicationError) and cause.non_retryable:
             error = f"{self._step or e.activity_type}: {cause.message}"
-            return await self._finish(Phase.FAILED, error=error, conditions=[
-                self._cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)])
+            self._cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)
+            return await self._finish(Phase.FAILED, error=error)
         return await self._finish(Phase.FAILED, error=f"{e.message}: {cause}" if cause else str(e))
 
     async def _clean_up(self, *, kill: bool) -> None:
