@@ -54,17 +54,19 @@ class _Stream:
                 self.informer._replace(self.kind, self.namespace, listed.items)
                 self.synced.set()
                 rv = listed.metadata.resource_version
-                with typed_errors(f"watch {self.kind}"):
-                    for ev in w.stream(self.list_fn, resource_version=rv, timeout_seconds=WATCH_SECONDS,
-                                       allow_watch_bookmarks=True, **self._args()):
-                        if stop.is_set():
-                            break
-                        obj = ev["object"]
-                        if ev["type"] == "DELETED":
-                            self.informer._remove(self.kind, obj)
-                        elif ev["type"] in ("ADDED", "MODIFIED"):
-                            self.informer._put(self.kind, obj)
                 backoff = 0.5
+                while not stop.is_set():  # each watch ends after WATCH_SECONDS; the next goes on from there
+                    with typed_errors(f"watch {self.kind}"):
+                        for ev in w.stream(self.list_fn, resource_version=rv, timeout_seconds=WATCH_SECONDS,
+                                           allow_watch_bookmarks=True, **self._args()):
+                            if stop.is_set():
+                                break
+                            obj = ev["object"]
+                            if ev["type"] == "DELETED":
+                                self.informer._remove(self.kind, obj)
+                            elif ev["type"] in ("ADDED", "MODIFIED"):
+                                self.informer._put(self.kind, obj)
+                    rv = w.resource_version or rv  # the last event's or bookmark's version
             except Gone:
                 log.info("%s: resourceVersion expired, listing again", self.thread.name)
             except KubeError as e:
