@@ -55,6 +55,7 @@ NODE_NAME = "localkube"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 VAR_REF = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
 TOKEN_DIR_IN_POD = "/var/run/secrets/localkube"
+MAX_TERMINATION_MESSAGE = 4096  # bytes of a termination message file the kubelet reads
 MAX_LOG_ENTRY = 16 * 1024  # containerd splits longer lines into partial entries
 RESTART_BACKOFF_SECONDS = 1.0  # the real kubelet starts at 10s; locally a quick retry serves better
 _KINDS = {"secrets": "Secret", "configmaps": "ConfigMap"}
@@ -140,6 +141,21 @@ def _start_error(log_path: Path) -> str | None:
         detail = "executable file not found in $PATH" if why == "No such file or directory" else why.lower()
         return f'{prefix}exec: "{cmd}": {detail}: unknown'
     return f"{prefix}{m.group('other').decode(errors='replace')}: unknown"
+
+
+def _termination_path(c: Obj) -> str | None:
+    """Where the container writes its termination message, if localkube can give it one: a file in the
+    container's private /dev (the default /dev/termination-log); other paths are not supported."""
+    path = os.path.normpath(str(c.get("terminationMessagePath") or "/dev/termination-log"))
+    return path if path.startswith("/dev/") and path.count("/") == 2 else None
+
+
+def _cri_message(line: bytes) -> bytes:
+    """The text of one CRI log entry (`<time> <stream> <F|P> <text>`), with its newline unless partial."""
+    parts = line.split(b" ", 3)
+    if len(parts) < 4:
+        return b""
+    return parts[3] if parts[2] == b"P" else parts[3] + b"\n"
 
 
 class ContainerConfigError(Exception):
@@ -809,6 +825,15 @@ class Kubelet(LogSource):
                 with contextlib.suppress(OSError):
                     os.makedirs(Path(tmp_source) / os.path.relpath(path, "/tmp"), exist_ok=True)
                 args += ["--ro-bind", path, path]
+        msg_path = _termination_path(c)
+        if msg_path is not None:
+            # The container writes its termination message into a file of its own (fresh at each start),
+            # read when it ends; bwrap's private /dev takes the mount point.
+            msg_file = run.dir / "termination" / c["name"]
+            msg_file.parent.mkdir(parents=True, exist_ok=True)
+            msg_file.write_bytes(b"")
+            msg_file.chmod(0o666)
+            args += ["--bind", str(msg_file), msg_path]
         wd = c.get("workingDir")
         if wd:
             args += ["--chdir", wd]
@@ -906,7 +931,8 @@ class Kubelet(LogSource):
             # StartError, and no container output.
             code, reason = 128, "StartError"
             cr.log_path.write_bytes(b"")
-        extra = {"message": start_error} if start_error else {}
+        message = start_error or self._termination_message(run, c, cr, failed=code != 0)
+        extra = {"message": message} if message else {}
 
         def terminated(st: Obj) -> None:
             self._container_status(st, init, c, state={"terminated": {
@@ -921,6 +947,21 @@ class Kubelet(LogSource):
         cr.finished.set()
         cr.changed.set()
         return code
+
+    @staticmethod
+    def _termination_message(run: PodRun, c: Obj, cr: ContainerRun, *, failed: bool) -> str:
+        """As the kubelet reads it: the file's first 4096 bytes; with `FallbackToLogsOnError`, a failed
+        container that wrote none gets the tail of its log (80 lines, 2048 bytes) instead."""
+        text = ""
+        if _termination_path(c) is not None:
+            with contextlib.suppress(OSError):
+                with open(run.dir / "termination" / c["name"], "rb") as f:
+                    text = f.read(MAX_TERMINATION_MESSAGE).decode("utf-8", "replace")
+        if not text and failed and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            with contextlib.suppress(OSError):
+                lines = [_cri_message(line) for line in cr.log_path.read_bytes().splitlines()[-80:]]
+                text = b"".join(lines)[-2048:].decode("utf-8", "replace")
+        return text
 
     async def _pump(self, proc: asyncio.subprocess.Process, cr: ContainerRun) -> None:
         """Copy the container's output into its CRI log: one entry per line, and lines longer

@@ -628,6 +628,24 @@ def test_failing_container_fails_the_pod_with_its_exit_code(k: Cluster) -> None:
     assert main.state.terminated is None and main.state.running is None, "main never starts after a failed init"
 
 
+def test_termination_message_is_the_file_the_container_wrote_or_with_fallback_its_log_tail(k: Cluster) -> None:
+    long = "x" * 5000
+    k.create_pod(pod("said", pod_spec(
+        container("wrote", "printf 'skip: quiet hours' > /dev/termination-log; echo log only"),
+        container("silent", "echo nothing written"),
+        container("long", f"printf {long} > /dev/termination-log"),
+        container("fallback", "echo first; echo last words; exit 3", terminationMessagePolicy="FallbackToLogsOnError"),
+        container("fallback-ok", "echo fine", terminationMessagePolicy="FallbackToLogsOnError"))))
+    p = k.wait_phase("said", "Failed")
+    msg = {cs.name: cs.state.terminated.message for cs in p.status.container_statuses}
+    assert msg["wrote"] == "skip: quiet hours"
+    assert msg["silent"] is None, "no file written, policy File: no message"
+    assert msg["long"] == "x" * 4096, "the kubelet reads at most 4096 bytes"
+    assert msg["fallback"] == "first\nlast words\n"
+    assert msg["fallback-ok"] is None, "the log is the message only for a failed container"
+    assert k.log("said", container="wrote") == "log only\n"
+
+
 def test_containers_of_a_pod_run_concurrently(k: Cluster) -> None:
     shared = [{"name": "shared", "mountPath": "/shared"}]
     k.create_pod(pod("pair", pod_spec(
