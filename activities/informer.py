@@ -1,32 +1,59 @@
 """A worker's shared view of the runs' Jobs and their pods: one list + watch per kind and namespace.
 
 In the manner of client-go's informers: each stream lists (replacing what it held), then watches
-from the list's resourceVersion, and lists again after 410 Gone or any failure. The AgentRun
-steps answer their looks at a Job from here (is it finished, which hook runs, which pod), so a
-run waiting on a Job costs no request at all; what the view has not seen yet (a Job made a moment
-ago, a pod whose end has not arrived) is asked of the API server as before. The bridge's
-Job-finished signal stays the fast path; this makes the slow fallback look free.
+from the list's resourceVersion, goes on from the last event's (or bookmark's) version when a watch
+ends, and lists again after 410 Gone or any failure. The AgentRun steps answer their looks at a Job
+from here (is it finished, which hook runs, which pod), so a run waiting on a Job costs no request
+at all; what the view has not seen yet (a Job made a moment ago) is asked of the API server as
+before. The bridge's Job-finished signal stays the fast path; `wait_pod` lets the step that it wakes
+wait a moment for the pod's end to arrive here instead of listing pods.
 
-The objects are the client's typed models (V1Job, V1Pod), only of the run's Jobs and pods (the
-`sympozium.ai/agent-run` label), held while they exist in the cluster.
+The streams read the watch as JSON and keep only each object's metadata (identity, labels) and
+status as plain dicts: decoding every pod event into the client's typed models made the pod stream
+fall seconds behind the Job stream under load, and the spec (the pod template, every env var) was
+most of the memory. Readers get the client's typed models (V1Job, V1Pod), decoded on each read.
+Only the run's Jobs and pods (the `sympozium.ai/agent-run` label) are held, while they exist.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from kubernetes import watch
+from kubernetes import client
+from kubernetes.watch.watch import iter_resp_lines
 
-from models.kube import Gone, Kube, KubeError, typed_errors
+from models.kube import Gone, Kube, KubeError, kube_error, typed_errors
 from models.names import LABEL_RUN
 
 log = logging.getLogger("agentrun.worker.informer")
 
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
-WATCH_SECONDS = 300  # a watch is renewed this often (from where it was) even when nothing happens
+WATCH_SECONDS = 300  # by default a watch is renewed this often (from where it was) even when nothing happens
+_KEEP_METADATA = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp", "resourceVersion")
+_TYPES = {"jobs": "V1Job", "pods": "V1Pod"}
+
+Obj = dict[str, Any]
+
+
+def _trimmed(obj: Obj) -> Obj:
+    m = obj.get("metadata") or {}
+    return {"metadata": {k: m[k] for k in _KEEP_METADATA if k in m}, "status": obj.get("status") or {}}
+
+
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _events(resp: Any) -> Iterator[Obj]:
+    for line in iter_resp_lines(resp):
+        if line.strip():
+            yield json.loads(line)
 
 
 class _Stream:
@@ -35,59 +62,95 @@ class _Stream:
     def __init__(self, informer: JobInformer, kind: str, namespace: str, list_fn: Callable[..., Any]) -> None:
         self.informer, self.kind, self.namespace, self.list_fn = informer, kind, namespace, list_fn
         self.synced = threading.Event()
+        self.resp: Any = None
         self.thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
 
     def _args(self) -> dict[str, Any]:
-        args: dict[str, Any] = {"label_selector": LABEL_RUN}
+        args: dict[str, Any] = {"label_selector": LABEL_RUN, "_preload_content": False}
         if self.namespace:
             args["namespace"] = self.namespace
         return args
+
+    def _list(self) -> str:
+        with typed_errors(f"list {self.kind}"):
+            resp = self.list_fn(**self._args())
+            try:
+                listed = json.loads(resp.data)
+            finally:
+                resp.release_conn()
+        self.informer._replace(self.kind, self.namespace, [_trimmed(o) for o in listed.get("items") or []])
+        self.synced.set()
+        return str((listed.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _watch(self, rv: str) -> str:
+        """One watch from `rv` until it ends; the version to go on from."""
+        action = f"watch {self.kind}"
+        with typed_errors(action):
+            self.resp = resp = self.list_fn(watch=True, resource_version=rv,
+                                            timeout_seconds=self.informer.watch_seconds,
+                                            allow_watch_bookmarks=True, **self._args())
+            try:
+                for ev in _events(resp):
+                    if self.informer.stopping.is_set():
+                        break
+                    typ, obj = ev.get("type"), ev.get("object") or {}
+                    if typ == "ERROR":
+                        code = int(obj.get("code") or 0)
+                        raise kube_error(client.ApiException(status=code, reason=str(obj.get("message") or "")),
+                                         action=action)
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    if typ == "DELETED":
+                        self.informer._remove(self.kind, _uid(obj))
+                    elif typ in ("ADDED", "MODIFIED"):
+                        self.informer._put(self.kind, _trimmed(obj))
+            finally:
+                self.resp = None
+                resp.release_conn()
+        return rv
 
     def _run(self) -> None:
         backoff = 0.5
         stop = self.informer.stopping
         while not stop.is_set():
-            w = watch.Watch()
             try:
-                with typed_errors(f"list {self.kind}"):
-                    listed = self.list_fn(**self._args())
-                self.informer._replace(self.kind, self.namespace, listed.items)
-                self.synced.set()
-                rv = listed.metadata.resource_version
+                rv = self._list()
                 backoff = 0.5
                 while not stop.is_set():  # each watch ends after WATCH_SECONDS; the next goes on from there
-                    with typed_errors(f"watch {self.kind}"):
-                        for ev in w.stream(self.list_fn, resource_version=rv, timeout_seconds=WATCH_SECONDS,
-                                           allow_watch_bookmarks=True, **self._args()):
-                            if stop.is_set():
-                                break
-                            obj = ev["object"]
-                            if ev["type"] == "DELETED":
-                                self.informer._remove(self.kind, obj)
-                            elif ev["type"] in ("ADDED", "MODIFIED"):
-                                self.informer._put(self.kind, obj)
-                    rv = w.resource_version or rv  # the last event's or bookmark's version
+                    rv = self._watch(rv)
             except Gone:
                 log.info("%s: resourceVersion expired, listing again", self.thread.name)
             except KubeError as e:
+                if stop.is_set():
+                    break
                 log.warning("%s: %s; listing again in %.1fs", self.thread.name, e, backoff)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10)
             except Exception as e:  # a decoding error, a bug: never die, never serve a stale view silently
+                if stop.is_set():
+                    break
                 log.exception("%s failed (%s); listing again", self.thread.name, e)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10)
-            finally:
-                w.stop()
+
+    def close(self) -> None:
+        resp = self.resp
+        if resp is not None:  # unblock a read waiting for the next event
+            with contextlib.suppress(Exception):  # best effort: the thread is a daemon
+                resp.shutdown()
 
 
 class JobInformer:
-    def __init__(self, kube: Kube, namespaces: list[str] | None = None) -> None:
+    def __init__(self, kube: Kube, namespaces: list[str] | None = None, *,
+                 watch_seconds: int = WATCH_SECONDS) -> None:
         self.stopping = threading.Event()
+        self.watch_seconds = watch_seconds
+        self._api = kube.api
         self._lock = threading.Lock()
-        self._jobs: dict[str, Any] = {}  # Job uid -> V1Job
-        self._pods: dict[str, Any] = {}  # pod uid -> V1Pod
+        self._jobs: dict[str, Obj] = {}  # Job uid -> trimmed Job
+        self._pods: dict[str, Obj] = {}  # pod uid -> trimmed pod
         self._by_job: dict[str, set[str]] = {}  # Job uid -> its pods' uids
+        # Job uid -> what `wait_pod` callers wait on: woken whenever one of its pods changes.
+        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._streams: list[_Stream] = []
         for ns in namespaces or [""]:
             if ns:
@@ -103,6 +166,8 @@ class JobInformer:
 
     def stop(self) -> None:
         self.stopping.set()
+        for s in self._streams:
+            s.close()
 
     @property
     def synced(self) -> bool:
@@ -114,60 +179,91 @@ class JobInformer:
 
     # -- reads (the event loop) ------------------------------------------------------------------------
 
-    def job(self, uid: str) -> Any | None:
-        return self._jobs.get(uid) if self.synced else None
-
-    def pod_of(self, job_uid: str) -> Any | None:
-        """The Job's newest pod, as last seen."""
-        if not self.synced:
+    def _typed(self, kind: str, obj: Obj | None) -> Any | None:
+        if obj is None:
             return None
+        return self._api.deserialize(json.dumps(obj), _TYPES[kind], "application/json")
+
+    def job(self, uid: str) -> Any | None:
+        """The Job (a V1Job of metadata and status) as last seen; None when not seen (or not synced)."""
+        return self._typed("jobs", self._jobs.get(uid)) if self.synced else None
+
+    def _newest_pod(self, job_uid: str) -> Obj | None:
         with self._lock:
             pods = [self._pods[u] for u in self._by_job.get(job_uid, ())]
-        return max(pods, key=lambda p: p.metadata.creation_timestamp) if pods else None
+        return max(pods, key=lambda p: str(p["metadata"].get("creationTimestamp") or "")) if pods else None
+
+    def pod_of(self, job_uid: str) -> Any | None:
+        """The Job's newest pod (a V1Pod of metadata and status), as last seen."""
+        return self._typed("pods", self._newest_pod(job_uid)) if self.synced else None
+
+    async def wait_pod(self, job_uid: str, until: Callable[[Obj], bool], within: float) -> Any | None:
+        """The Job's newest pod once `until(pod)` holds for it (a plain dict of metadata and status),
+        waiting at most `within` seconds for the view to get there; None if it does not."""
+        if not self.synced:
+            return None
+        loop, woken = asyncio.get_running_loop(), asyncio.Event()
+        entry = (loop, woken)
+        with self._lock:
+            self._waiters.setdefault(job_uid, []).append(entry)
+        try:
+            async with asyncio.timeout(within):
+                while True:
+                    woken.clear()
+                    pod = self._newest_pod(job_uid)
+                    if pod is not None and until(pod):
+                        return self._typed("pods", pod)
+                    await woken.wait()
+        except TimeoutError:
+            return None
+        finally:
+            with self._lock:
+                waiters = self._waiters.get(job_uid, [])
+                if entry in waiters:
+                    waiters.remove(entry)
+                if not waiters:
+                    self._waiters.pop(job_uid, None)
 
     def __len__(self) -> int:
         return len(self._jobs) + len(self._pods)
 
     # -- writes (the stream threads) -----------------------------------------------------------------------
 
-    def _replace(self, kind: str, namespace: str, items: list[Any]) -> None:
+    def _replace(self, kind: str, namespace: str, items: list[Obj]) -> None:
         with self._lock:
-            store: dict[str, Any] = self._jobs if kind == "jobs" else self._pods
+            store = self._jobs if kind == "jobs" else self._pods
             for uid, obj in list(store.items()):
-                if not namespace or obj.metadata.namespace == namespace:
+                if not namespace or obj["metadata"].get("namespace") == namespace:
                     self._drop(kind, uid)
             for obj in items:
                 self._add(kind, obj)
 
-    def _put(self, kind: str, obj: Any) -> None:
+    def _put(self, kind: str, obj: Obj) -> None:
         with self._lock:
             self._add(kind, obj)
 
-    def _remove(self, kind: str, obj: Any) -> None:
+    def _remove(self, kind: str, uid: str) -> None:
         with self._lock:
-            self._drop(kind, obj.metadata.uid)
+            self._drop(kind, uid)
 
-    def _add(self, kind: str, obj: Any) -> None:
-        # Only metadata and status are read from the view: the spec (the pod template, every env var) and the
-        # managed fields are most of an object's memory, so they are not kept.
-        obj.spec = None
-        obj.metadata.managed_fields = None
-        obj.metadata.annotations = None
-        uid = obj.metadata.uid
+    def _add(self, kind: str, obj: Obj) -> None:
+        uid = _uid(obj)
         if kind == "jobs":
             self._jobs[uid] = obj
             return
         self._pods[uid] = obj
-        job = (obj.metadata.labels or {}).get(CONTROLLER_UID)
+        job = (obj["metadata"].get("labels") or {}).get(CONTROLLER_UID)
         if job:
             self._by_job.setdefault(job, set()).add(uid)
+            for loop, woken in self._waiters.get(job, ()):
+                loop.call_soon_threadsafe(woken.set)
 
     def _drop(self, kind: str, uid: str) -> None:
         if kind == "jobs":
             self._jobs.pop(uid, None)
             return
         pod = self._pods.pop(uid, None)
-        job = (pod.metadata.labels or {}).get(CONTROLLER_UID) if pod is not None else None
+        job = (pod["metadata"].get("labels") or {}).get(CONTROLLER_UID) if pod is not None else None
         if job and job in self._by_job:
             self._by_job[job].discard(uid)
             if not self._by_job[job]:

@@ -72,6 +72,10 @@ from .results import AgentOutcome, agent_outcome, skip_reason
 
 RUN_GONE = "RunGone"
 LOG_TAIL_LINES = 1000
+ENDED = ("Succeeded", "Failed")
+# How long a step woken by a finished Job waits for the shared view to see its pod end before it
+# lists pods (the view is normally milliseconds behind; a broken watch costs this once per step).
+POD_END_WAIT_SECONDS = 2.0
 
 
 def _state_of(job: JobRef, obj: Any) -> JobState:
@@ -298,12 +302,20 @@ class KubeActivities:
         obj = self.informer.job(job.uid) if self.informer is not None else None
         return _state_of(job, obj) if obj is not None else None
 
-    async def _pod(self, job: JobRef, *, over: bool) -> Any | None:
+    async def _pod(self, job: JobRef, *, over: bool, finished: bool = False) -> Any | None:
         """The Job's newest pod, from the shared view while it can tell; for a Job that is over, only
-        a pod seen ending will do (its exit codes are what the outcome is read from)."""
-        pod = self.informer.pod_of(job.uid) if self.informer is not None else None
-        if pod is not None and (not over or pod.status.phase in ("Succeeded", "Failed")):
+        a pod seen ending will do (its exit codes are what the outcome is read from). A Job known to
+        have finished has a pod that ended: the view is given a moment to see it before the API is asked."""
+        if self.informer is None:
+            return await self._pod_of(job)
+        pod = self.informer.pod_of(job.uid)
+        if pod is not None and (not over or pod.status.phase in ENDED):
             return pod
+        if finished:
+            pod = await self.informer.wait_pod(job.uid, lambda p: (p.get("status") or {}).get("phase") in ENDED,
+                                               within=POD_END_WAIT_SECONDS)
+            if pod is not None:
+                return pod
         return await self._pod_of(job)
 
     @activity.defn
@@ -481,7 +493,8 @@ class KubeActivities:
             state = JobState(job=job)
         else:
             state = self._seen_state(job) or await self._job_state(job)
-        pod = None if state.missing else await self._pod(job, over=state.finished or req.timed_out)
+        pod = None if state.missing else await self._pod(job, over=state.finished or req.timed_out,
+                                                         finished=state.finished)
         _see_pod(state, pod)
         report = JobReport(state=state)
         if state.finished or req.timed_out:

@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client
 
 from activities.informer import JobInformer
+from localkube.testing import Handle
 from models.kube import Kube
 from models.names import LABEL_RUN
 from tests.waiting import wait_for
@@ -56,3 +57,38 @@ def test_jobs_that_are_not_a_runs_are_not_held(kube: client.ApiClient, namespace
     ours = batch.create_namespaced_job(namespace, _job("ours", {LABEL_RUN: "ours"}))
     wait_for(lambda: informer.job(ours.metadata.uid) is not None, timeout=30, what="the run's Job in the view")
     assert informer.job(other.metadata.uid) is None
+
+
+async def test_wait_pod_returns_the_pod_once_it_has_ended_and_none_when_the_view_never_gets_there(
+        kube: client.ApiClient, namespace: str, informer: JobInformer) -> None:
+    batch: Any = client.BatchV1Api(kube)
+    job = batch.create_namespaced_job(namespace, _job("r2", {LABEL_RUN: "r2"}))
+
+    def ended(p: dict[str, Any]) -> bool:
+        return p["status"].get("phase") in ("Succeeded", "Failed")
+    pod = await informer.wait_pod(job.metadata.uid, ended, within=30)
+    assert pod is not None and pod.status.phase == "Succeeded"
+    assert pod.status.container_statuses[0].state.terminated.exit_code == 0, "typed, with its status"
+    assert pod.spec is None, "the view keeps metadata and status only"
+    assert await informer.wait_pod(job.metadata.uid, lambda p: False, within=0.2) is None
+    assert await informer.wait_pod("no-such-job", ended, within=0.2) is None
+    assert not informer._waiters, "a waiter that gave up is forgotten"
+
+
+def test_the_watch_goes_on_from_where_it_was_without_listing_again(
+        kube: client.ApiClient, namespace: str, localkube: Handle) -> None:
+    def requests(key: str) -> int:
+        return int(localkube.stats()["requests"].get(key, 0))
+    lists, watches = requests("list jobs"), requests("watch jobs")
+    inf = JobInformer(Kube(kube), [namespace], watch_seconds=1)
+    inf.start()
+    try:
+        assert inf.wait_synced(30)
+        wait_for(lambda: requests("watch jobs") - watches >= 3, timeout=30,
+                 what="three one-second watches of Jobs in a row")
+        batch: Any = client.BatchV1Api(kube)
+        job = batch.create_namespaced_job(namespace, _job("r3", {LABEL_RUN: "r3"}))
+        wait_for(lambda: inf.job(job.metadata.uid) is not None, timeout=30, what="a Job made after those watches")
+        assert requests("list jobs") - lists == 1, "listed once, at the start"
+    finally:
+        inf.stop()
