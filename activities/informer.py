@@ -1,4 +1,5 @@
-"""A worker's shared view of the runs' Jobs and their pods: one list + watch per kind and namespace.
+"""A worker's shared view of the runs' Jobs and pods, and of the Agents and policies runs resolve
+against: one list + watch per kind and namespace.
 
 In the manner of client-go's informers: each stream lists (replacing what it held), then watches
 from the list's resourceVersion, goes on from the last event's (or bookmark's) version when a watch
@@ -6,12 +7,14 @@ ends, and lists again after 410 Gone or any failure. The AgentRun steps answer t
 from here (is it finished, which hook runs, which pod), so a run waiting on a Job costs no request
 at all; what the view has not seen yet (a Job made a moment ago) is asked of the API server as
 before. The bridge's Job-finished signal stays the fast path; `wait_pod` lets the step that it wakes
-wait a moment for the pod's end to arrive here instead of listing pods.
+wait a moment for the pod's end to arrive here instead of listing pods. A run's Agent and policy are
+read from here too when the view holds them; one it does not hold (not seen yet, or no such object)
+is read from the API server, so the view never answers "not found" on its own.
 
-The streams read the watch as JSON and keep only each object's metadata (identity, labels) and
-status as plain dicts: decoding every pod event into the client's typed models made the pod stream
-fall seconds behind the Job stream under load, and the spec (the pod template, every env var) was
-most of the memory. Readers get the client's typed models (V1Job, V1Pod), decoded on each read.
+The streams read the watch as JSON and keep plain dicts: of Jobs and pods only metadata (identity,
+labels) and status, since decoding every pod event into the client's typed models made the pod
+stream fall seconds behind the Job stream under load, and the spec (the pod template, every env var)
+was most of the memory. Readers get the client's typed models (V1Job, V1Pod), decoded on each read.
 Only the run's Jobs and pods (the `sympozium.ai/agent-run` label) are held, while they exist.
 """
 
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import functools
 import json
 import logging
 import threading
@@ -28,8 +33,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
-from models.kube import Gone, Kube, KubeError, kube_error, typed_errors
-from models.names import LABEL_RUN
+from models.kube import Gone, Kube, KubeError, NotFound, kube_error, typed_errors
+from models.names import GROUP, LABEL_RUN, VERSION
 
 log = logging.getLogger("agentrun.worker.informer")
 
@@ -37,17 +42,26 @@ CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 WATCH_SECONDS = 300  # by default a watch is renewed this often (from where it was) even when nothing happens
 _KEEP_METADATA = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp", "resourceVersion")
 _TYPES = {"jobs": "V1Job", "pods": "V1Pod"}
+# The definitions a run is resolved against (models/evaluate.py), held whole but for managedFields.
+DEFINITIONS = ("agents", "sympoziuminstances", "sympoziumpolicies")
 
 Obj = dict[str, Any]
 
 
-def _trimmed(obj: Obj) -> Obj:
+def _trimmed(kind: str, obj: Obj) -> Obj:
     m = obj.get("metadata") or {}
+    if kind in DEFINITIONS:
+        return {**obj, "metadata": {k: v for k, v in m.items() if k != "managedFields"}}
     return {"metadata": {k: m[k] for k in _KEEP_METADATA if k in m}, "status": obj.get("status") or {}}
 
 
 def _uid(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    m = obj.get("metadata") or {}
+    return str(m.get("namespace") or ""), str(m.get("name") or "")
 
 
 def _events(resp: Any) -> Iterator[Obj]:
@@ -59,14 +73,16 @@ def _events(resp: Any) -> Iterator[Obj]:
 class _Stream:
     """One kind in one namespace ("" = all): list, then watch; the store's entries of this scope are its own."""
 
-    def __init__(self, informer: JobInformer, kind: str, namespace: str, list_fn: Callable[..., Any]) -> None:
+    def __init__(self, informer: Informer, kind: str, namespace: str, list_fn: Callable[..., Any]) -> None:
         self.informer, self.kind, self.namespace, self.list_fn = informer, kind, namespace, list_fn
         self.synced = threading.Event()
         self.resp: Any = None
         self.thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
 
     def _args(self) -> dict[str, Any]:
-        args: dict[str, Any] = {"label_selector": LABEL_RUN, "_preload_content": False}
+        args: dict[str, Any] = {"_preload_content": False}
+        if self.kind not in DEFINITIONS:
+            args["label_selector"] = LABEL_RUN
         if self.namespace:
             args["namespace"] = self.namespace
         return args
@@ -78,7 +94,7 @@ class _Stream:
                 listed = json.loads(resp.data)
             finally:
                 resp.release_conn()
-        self.informer._replace(self.kind, self.namespace, [_trimmed(o) for o in listed.get("items") or []])
+        self.informer._replace(self.kind, self.namespace, [_trimmed(self.kind, o) for o in listed.get("items") or []])
         self.synced.set()
         return str((listed.get("metadata") or {}).get("resourceVersion") or "")
 
@@ -100,9 +116,9 @@ class _Stream:
                                          action=action)
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                     if typ == "DELETED":
-                        self.informer._remove(self.kind, _uid(obj))
+                        self.informer._remove(self.kind, obj)
                     elif typ in ("ADDED", "MODIFIED"):
-                        self.informer._put(self.kind, _trimmed(obj))
+                        self.informer._put(self.kind, _trimmed(self.kind, obj))
             finally:
                 self.resp = None
                 resp.release_conn()
@@ -122,9 +138,12 @@ class _Stream:
             except KubeError as e:
                 if stop.is_set():
                     break
-                log.warning("%s: %s; listing again in %.1fs", self.thread.name, e, backoff)
+                # A kind the cluster does not serve (its CRD not installed): look again now and then.
+                slow = isinstance(e, NotFound)
+                log.log(logging.INFO if slow else logging.WARNING, "%s: %s; listing again in %.1fs",
+                        self.thread.name, e, backoff)
                 stop.wait(backoff)
-                backoff = min(backoff * 2, 10)
+                backoff = min(backoff * 2, 60 if slow else 10)
             except Exception as e:  # a decoding error, a bug: never die, never serve a stale view silently
                 if stop.is_set():
                     break
@@ -139,7 +158,7 @@ class _Stream:
                 resp.shutdown()
 
 
-class JobInformer:
+class Informer:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, *,
                  watch_seconds: int = WATCH_SECONDS) -> None:
         self.stopping = threading.Event()
@@ -149,6 +168,7 @@ class JobInformer:
         self._jobs: dict[str, Obj] = {}  # Job uid -> trimmed Job
         self._pods: dict[str, Obj] = {}  # pod uid -> trimmed pod
         self._by_job: dict[str, set[str]] = {}  # Job uid -> its pods' uids
+        self._defs: dict[str, dict[tuple[str, str], Obj]] = {k: {} for k in DEFINITIONS}  # (namespace, name) -> object
         # Job uid -> what `wait_pod` callers wait on: woken whenever one of its pods changes.
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._streams: list[_Stream] = []
@@ -156,9 +176,13 @@ class JobInformer:
             if ns:
                 self._streams += [_Stream(self, "jobs", ns, kube.batch.list_namespaced_job),
                                   _Stream(self, "pods", ns, kube.core.list_namespaced_pod)]
+                self._streams += [_Stream(self, plural, ns, functools.partial(
+                    kube.custom.list_namespaced_custom_object, GROUP, VERSION, plural=plural)) for plural in DEFINITIONS]
             else:
                 self._streams += [_Stream(self, "jobs", "", kube.batch.list_job_for_all_namespaces),
                                   _Stream(self, "pods", "", kube.core.list_pod_for_all_namespaces)]
+                self._streams += [_Stream(self, plural, "", functools.partial(
+                    kube.custom.list_cluster_custom_object, GROUP, VERSION, plural)) for plural in DEFINITIONS]
 
     def start(self) -> None:
         for s in self._streams:
@@ -171,11 +195,11 @@ class JobInformer:
 
     @property
     def synced(self) -> bool:
-        """Every stream has listed once: from now on, what the view lacks is new or gone."""
-        return all(s.synced.is_set() for s in self._streams)
+        """Every Job and pod stream has listed once: from now on, what the view lacks of them is new or gone."""
+        return all(s.synced.is_set() for s in self._streams if s.kind in _TYPES)
 
     def wait_synced(self, timeout: float) -> bool:
-        return all(s.synced.wait(timeout) for s in self._streams)
+        return all(s.synced.wait(timeout) for s in self._streams if s.kind in _TYPES)
 
     # -- reads (the event loop) ------------------------------------------------------------------------
 
@@ -196,6 +220,13 @@ class JobInformer:
     def pod_of(self, job_uid: str) -> Any | None:
         """The Job's newest pod (a V1Pod of metadata and status), as last seen."""
         return self._typed("pods", self._newest_pod(job_uid)) if self.synced else None
+
+    def definition(self, plural: str, namespace: str, name: str) -> Obj | None:
+        """An Agent, SympoziumInstance or SympoziumPolicy as last seen (a copy of it); None when the view does
+        not hold it, which says nothing about whether it exists: ask the API server then."""
+        with self._lock:
+            obj = self._defs.get(plural, {}).get((namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
 
     async def wait_pod(self, job_uid: str, until: Callable[[Obj], bool], within: float) -> Any | None:
         """The Job's newest pod once `until(pod)` holds for it (a plain dict of metadata and status),
@@ -225,16 +256,21 @@ class JobInformer:
                     self._waiters.pop(job_uid, None)
 
     def __len__(self) -> int:
-        return len(self._jobs) + len(self._pods)
+        return len(self._jobs) + len(self._pods) + sum(len(d) for d in self._defs.values())
 
     # -- writes (the stream threads) -----------------------------------------------------------------------
 
     def _replace(self, kind: str, namespace: str, items: list[Obj]) -> None:
         with self._lock:
-            store = self._jobs if kind == "jobs" else self._pods
-            for uid, obj in list(store.items()):
-                if not namespace or obj["metadata"].get("namespace") == namespace:
-                    self._drop(kind, uid)
+            if kind in DEFINITIONS:
+                store = self._defs[kind]
+                for key in [k for k in store if not namespace or k[0] == namespace]:
+                    del store[key]
+            else:
+                held = self._jobs if kind == "jobs" else self._pods
+                for uid, obj in list(held.items()):
+                    if not namespace or obj["metadata"].get("namespace") == namespace:
+                        self._drop(kind, uid)
             for obj in items:
                 self._add(kind, obj)
 
@@ -242,11 +278,17 @@ class JobInformer:
         with self._lock:
             self._add(kind, obj)
 
-    def _remove(self, kind: str, uid: str) -> None:
+    def _remove(self, kind: str, obj: Obj) -> None:
         with self._lock:
-            self._drop(kind, uid)
+            if kind in DEFINITIONS:
+                self._defs[kind].pop(_key(obj), None)
+            else:
+                self._drop(kind, _uid(obj))
 
     def _add(self, kind: str, obj: Obj) -> None:
+        if kind in DEFINITIONS:
+            self._defs[kind][_key(obj)] = obj
+            return
         uid = _uid(obj)
         if kind == "jobs":
             self._jobs[uid] = obj

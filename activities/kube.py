@@ -9,6 +9,7 @@ into a retryable or non-retryable `ApplicationError` in one place (activities/er
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -33,6 +34,7 @@ from models.names import (
     AGENTRUNS,
     GROUP,
     LABEL_RUN,
+    LABEL_RUN_UID,
     RUN_FINALIZER,
     VERSION,
     hook_of,
@@ -67,7 +69,8 @@ from models.steps import (
 from . import manifests as mf
 from .errors import application_error, kube_activity
 from .events import EventActivities
-from .informer import JobInformer
+from .informer import Informer
+from .manifests import RUN_MARKER, SKIP_MARKER
 from .results import AgentOutcome, agent_outcome, skip_reason
 
 RUN_GONE = "RunGone"
@@ -76,6 +79,7 @@ ENDED = ("Succeeded", "Failed")
 # How long a step woken by a finished Job waits for the shared view to see its pod end before it
 # lists pods (the view is normally milliseconds behind; a broken watch costs this once per step).
 POD_END_WAIT_SECONDS = 2.0
+AGENT_ACCOUNT_RECHECK_SECONDS = 60.0
 
 
 def _state_of(job: JobRef, obj: Any) -> JobState:
@@ -99,12 +103,19 @@ def _see_pod(state: JobState, pod: Any | None) -> None:
             state.running_hook = RunningHook(container=cs.name, started_at=cs.state.running.started_at.isoformat())
 
 
+def _termination_message(pod: Any, container: str) -> str:
+    for cs in pod.status.container_statuses or []:
+        if cs.name == container and cs.state and cs.state.terminated:
+            return str(cs.state.terminated.message or "")
+    return ""
+
+
 class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
                  qps: float = 50.0, burst: int = 100, events: EventActivities | None = None,
-                 informer: JobInformer | None = None) -> None:
+                 informer: Informer | None = None) -> None:
         self.kube = Kube(api, qps=qps, burst=burst)
-        # The worker's shared view of Jobs and pods: looks at a Job are answered from it where it can.
+        # The worker's shared view of Jobs, pods, Agents and policies: looks are answered from it where it can.
         self.informer = informer
         # Steps publish the run events they are handed (without a NATS URL, publishing does nothing).
         self.events = events or EventActivities(None)
@@ -112,6 +123,7 @@ class KubeActivities:
         self.core, self.batch, self.rbac, self.custom = self.kube.core, self.kube.batch, self.kube.rbac, self.kube.custom
         self.default_image = default_image
         self.fallback_poll_seconds = fallback_poll_seconds
+        self._agent_accounts: dict[str, float] = {}  # namespace -> when its agent ServiceAccount was last ensured
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
         return await self.kube.call(fn, *args, action=action, **kw)
@@ -150,11 +162,13 @@ class KubeActivities:
     async def resolve_run(self, start: StartRun) -> Resolution:
         """Read the run, its Agent and policy; add our finalizer; resolve and validate the spec."""
         ref = start.ref
-        run = await self._get_run(ref.namespace, ref.name)
-        if run["metadata"]["uid"] != ref.uid:
-            raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} was replaced by a newer object",
-                                   type=RUN_GONE, non_retryable=True)
-        await self._ensure_finalizer(run)
+        run = await self._finalized_as_seen(start)
+        if run is None:
+            run = await self._get_run(ref.namespace, ref.name)
+            if run["metadata"]["uid"] != ref.uid:
+                raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} was replaced by a newer object",
+                                       type=RUN_GONE, non_retryable=True)
+            await self._ensure_finalizer(run)
         # The same evaluation as the admission webhook's, so both refuse exactly the same runs.
         ev = await evaluate_run(run, read=self._reader(ref.namespace), default_image=self.default_image)
         out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=ev.agent_name,
@@ -168,8 +182,28 @@ class KubeActivities:
                 out.resolved, out.problem = None, str(p)
         return out
 
+    async def _finalized_as_seen(self, start: StartRun) -> dict[str, Any] | None:
+        """Add the finalizer to the object as the bridge saw it, with no read first: the patch carries that
+        resourceVersion (so it fails if the object changed since, or is another object) and answers with
+        the object as it now is. None when there is no such version to go on, or it is gone: read then."""
+        ref = start.ref
+        patch = finalizer_added({"finalizers": start.finalizers, "resourceVersion": start.resource_version},
+                                RUN_FINALIZER) if start.resource_version else None
+        if patch is None:
+            return None
+        try:
+            obj = await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace,
+                                   AGENTRUNS, ref.name, patch, action=f"add finalizer to AgentRun {ref.name}")
+        except (Conflict, NotFound, Invalid):
+            return None  # changed since (or deleted, or being deleted): the careful way tells which
+        run = cast(dict[str, Any], obj)
+        return run if run["metadata"]["uid"] == ref.uid else None
+
     def _reader(self, ns: str) -> Reader:
         async def read(plural: str, name: str) -> dict[str, Any] | None:
+            held = self.informer.definition(plural, ns, name) if self.informer is not None else None
+            if held is not None:
+                return held  # as the worker's view last saw it: no request
             try:
                 obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
                                        plural, name, action=f"read {plural} {ns}/{name}")
@@ -238,6 +272,11 @@ class KubeActivities:
                            read=self.rbac.read_namespaced_role_binding, uid=run.ref.uid)
 
     async def _ensure_agent_account(self, ns: str) -> None:
+        """The namespace's shared agent ServiceAccount exists: made (or found) at most once a minute per
+        namespace by this worker, not once per run (one deleted by hand is back within the minute)."""
+        made = self._agent_accounts.get(ns)
+        if made is not None and time.monotonic() - made < AGENT_ACCOUNT_RECHECK_SECONDS:
+            return
         body = mf.agent_service_account(ns)
         try:
             await self._call(self.core.create_namespaced_service_account, ns, body,
@@ -246,14 +285,20 @@ class KubeActivities:
             raise application_error(e, creating=True) from e
         except Conflict:
             pass  # there already: it is shared by every run of the namespace
+        self._agent_accounts[ns] = time.monotonic()
 
     @activity.defn
     @kube_activity
     async def ensure_workspace(self, req: JobRequest) -> None:
+        await self._ensure_workspace(req)
+
+    async def _ensure_workspace(self, req: JobRequest) -> str:
+        """The workspace PVC exists: its uid."""
         run = req.run
-        await self._create(self.core.create_namespaced_persistent_volume_claim, run.ref.namespace,
-                           mf.workspace_pvc(run), read=self.core.read_namespaced_persistent_volume_claim,
-                           uid=run.ref.uid)
+        pvc = await self._create(self.core.create_namespaced_persistent_volume_claim, run.ref.namespace,
+                                 mf.workspace_pvc(run), read=self.core.read_namespaced_persistent_volume_claim,
+                                 uid=run.ref.uid)
+        return str(pvc.metadata.uid)
 
     # -- Jobs -----------------------------------------------------------------------------------
 
@@ -271,7 +316,7 @@ class KubeActivities:
         job = await self._create(self.batch.create_namespaced_job, run.ref.namespace, body,
                                  read=self.batch.read_namespaced_job, uid=run.ref.uid)
         return JobRef(namespace=run.ref.namespace, name=job.metadata.name, uid=job.metadata.uid,
-                      component=req.component)
+                      component=req.component, labelled=LABEL_RUN_UID in (job.metadata.labels or {}))
 
     async def _pod_of(self, job: JobRef) -> Any | None:
         pods = await self._call(self.core.list_namespaced_pod, job.namespace,
@@ -347,8 +392,10 @@ class KubeActivities:
             return HookOutcome(ok=False, exit_code=1, message=f"Job {job.name} failed ({state.reason or 'unknown'})")
         reason = None
         if job.component == "prerun":
-            log = await self._log(job.namespace, pod.metadata.name, "done")
-            reason = skip_reason(log)
+            said = _termination_message(pod, "done")
+            if not said.startswith((SKIP_MARKER, RUN_MARKER)):  # a done container of before termination messages
+                said = await self._log(job.namespace, pod.metadata.name, "done")
+            reason = skip_reason(said)
         return HookOutcome(ok=True, skip_reason=reason)
 
     async def _log(self, ns: str, pod: str, container: str) -> str:
@@ -463,7 +510,8 @@ class KubeActivities:
     @kube_activity
     async def begin_run(self, req: BeginRun) -> Resolution:
         """Read the run, add the finalizer, resolve the spec against its Agent and policy, and write Pending."""
-        resolution = await self.resolve_run(StartRun(ref=req.ref))
+        resolution = await self.resolve_run(StartRun(ref=req.ref, resource_version=req.resource_version,
+                                                     finalizers=req.finalizers))
         status = AgentRunStatus(phase=Phase.PENDING, started_at=req.started_at, workflow_id=req.workflow_id,
                                 observed_generation=req.ref.generation)
         await self._write_status(req.ref, StatusUpdate(status=status), first=True)
@@ -472,14 +520,15 @@ class KubeActivities:
     @activity.defn
     @kube_activity
     async def start_job(self, req: StartJob) -> JobStarted:
+        workspace = None
         if req.prepare:
             await self.ensure_lifecycle_rbac(req.job)
             if req.job.run.has_hooks:
-                await self.ensure_workspace(req.job)
+                workspace = await self._ensure_workspace(req.job)
         job = await self.create_job(req.job)
         if req.status is not None:
             await self._write_status(req.job.run.ref, req.status)
-        return JobStarted(job=job, unpublished=await self._publish(req.events))
+        return JobStarted(job=job, workspace_uid=workspace, unpublished=await self._publish(req.events))
 
     @activity.defn
     @kube_activity
@@ -522,16 +571,45 @@ class KubeActivities:
             if req.kill:
                 await self._delete_jobs_of(ns, name, uid)  # a cut-short step may have made one not yet known
             elif not req.keep_jobs:
+                if any(job.labelled for job in req.jobs):
+                    # One request for all of them: exactly this run's (by its uid), whatever their names.
+                    await self._call(self.batch.delete_collection_namespaced_job, ns,
+                                     label_selector=f"{LABEL_RUN_UID}={uid}", propagation_policy="Foreground",
+                                     action=f"delete the Jobs of AgentRun {name}")
                 for job in req.jobs:
-                    await self._delete(self.batch.delete_namespaced_job, job.name, ns, propagation="Foreground",
-                                       uid=job.uid)
+                    if not job.labelled:  # made before the run-uid label: one by one
+                        await self._delete(self.batch.delete_namespaced_job, job.name, ns, propagation="Foreground",
+                                           uid=job.uid)
             if run.has_hooks:
-                await self._delete_owned(self.core.delete_namespaced_persistent_volume_claim,
-                                         self.core.read_namespaced_persistent_volume_claim, workspace_name(name), ns,
-                                         uid)
+                if req.workspace_uid:
+                    await self._delete(self.core.delete_namespaced_persistent_volume_claim, workspace_name(name), ns,
+                                       uid=req.workspace_uid)
+                else:
+                    await self._delete_owned(self.core.delete_namespaced_persistent_volume_claim,
+                                             self.core.read_namespaced_persistent_volume_claim, workspace_name(name),
+                                             ns, uid)
             if run.rbac:
                 await self._delete_rbac(ns, name, uid)
-        await self.release_run(StartRun(ref=req.ref))
+        await self._release(req.ref)
+
+    async def _release(self, ref: RunRef) -> None:
+        """Remove our finalizer with one patch that needs no read when it is the object's only finalizer
+        (it tests the uid and the list); otherwise read, then patch."""
+        ops = [{"op": "test", "path": "/metadata/uid", "value": ref.uid},
+               {"op": "test", "path": "/metadata/finalizers", "value": [RUN_FINALIZER]},
+               {"op": "remove", "path": "/metadata/finalizers"}]
+        try:
+            await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace, AGENTRUNS,
+                             ref.name, ops, _content_type="application/json-patch+json",
+                             action=f"remove finalizer of AgentRun {ref.name}")
+            return
+        except NotFound:
+            return  # already gone
+        except Invalid as e:
+            if any("/metadata/uid" in c for c in e.causes):
+                return  # a newer object of that name: ours is gone
+            # other finalizers too (or none): the careful way
+        await self.release_run(StartRun(ref=ref))
 
     async def _write_status(self, ref: RunRef, update: StatusUpdate, *, first: bool = False) -> None:
         """One JSON patch of the status subresource, no read first. Its first operation tests the uid, so

@@ -18,6 +18,7 @@ from models.names import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
     LABEL_RUN,
+    LABEL_RUN_UID,
     MANAGED_BY,
     Component,
 )
@@ -29,6 +30,7 @@ RESULT_LIMIT = 32768  # bytes of AGENT_RESULT handed to postRun hooks
 JOB_TTL_SECONDS = 300
 SETUP_IMAGE = "busybox:1.36"
 SKIP_MARKER = "__AGENTRUN_SKIP__"
+RUN_MARKER = "__AGENTRUN_RUN__"  # the preRun Job's termination message when no hook asked to skip
 # Keys an auth Secret may carry; each is mapped optionally, as Sympozium does.
 AUTH_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "OLLAMA_HOST",
              "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY",
@@ -58,8 +60,8 @@ def labels(run: ResolvedRun, component: str) -> dict[str, str]:
 
 
 def _meta(run: ResolvedRun, name: str, component: str, workflow_id: str = "") -> Manifest:
-    m: Manifest = {"name": name, "namespace": run.ref.namespace, "labels": labels(run, component),
-                   "ownerReferences": [owner(run)]}
+    m: Manifest = {"name": name, "namespace": run.ref.namespace,
+                   "labels": {**labels(run, component), LABEL_RUN_UID: run.ref.uid}, "ownerReferences": [owner(run)]}
     if workflow_id:
         m["annotations"] = {ANNOTATION_WORKFLOW: workflow_id}
     return m
@@ -203,8 +205,11 @@ def prerun_job(run: ResolvedRun, *, workflow_id: str) -> Manifest:
     for h in run.pre_run:
         inits.append(_hook_container(h, "prerun", [*_common_hook_env(run), *_hook_own_env(h), *_spec_env(run)], run))
     done = {"name": "done", "image": SETUP_IMAGE,
+            # The answer goes into the container's termination message too, so the worker reads it from the
+            # pod's status (no log read); the log keeps it for people and for workers that read the log.
             "command": ["sh", "-c", f'if [ -f /ipc/control/skip ]; then printf "{SKIP_MARKER}"; '
-                                    "cat /ipc/control/skip; fi"],
+                                    f'cat /ipc/control/skip; {{ printf "{SKIP_MARKER}"; head -c 4000 /ipc/control/skip; }}'
+                                    f' > /dev/termination-log; else printf "{RUN_MARKER}" > /dev/termination-log; fi'],
             "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER)}
     pod = {"serviceAccountName": lifecycle_name(run) if run.rbac else AGENT_SERVICE_ACCOUNT,
            "automountServiceAccountToken": bool(run.rbac),

@@ -15,7 +15,10 @@ program; the worker and the bridge as processes) and stops it all at the end. Th
    in-process worker on its own task queue.
 3. The floor: a plain script (threads, the `kubernetes` client, one Job watch) doing the same
    Kubernetes calls without Temporal: create the AgentRun, PVC, preRun Job, wait, agent Job,
-   wait, read its log, postRun Job, wait, patch the status, then delete Jobs and PVC.
+   wait, list its pod and read its log, postRun Job, wait, patch the status, then delete the
+   Jobs (one request, by the run-uid label, as the worker does) and the PVC. It has no Agent
+   lookup, finalizer or per-phase status writes, and no pod watch (the worker's view of pods
+   saves it the pod list).
 4. Kubernetes API requests per run (localkube's request counters), and requests per minute
    while `--parked` runs sit in agent Jobs that sleep (task `sleep:600`); then they are deleted.
 5. Worker and bridge RSS (VmRSS now, VmHWM peak), and CPU seconds per phase of every process.
@@ -63,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
     from cli.up import install_crds
     from localkube.testing import admin_request
     from models.agent import normalize_agent
+    from models.names import LABEL_RUN_UID
     from models.resolve import resolve_run
     from worker.settings import DEFAULT_AGENT_IMAGE, KubeSettings
 
@@ -652,9 +656,11 @@ def floor(stack: Stack, runs: int) -> dict[str, float]:
     def one(i: int) -> None:
         name = f"floor-{i}"
         t = time.perf_counter()
+        uid = ""
         try:
             obj = custom.create_namespaced_custom_object(GROUP, VERSION, FLOOR_NS, "agentruns",
                                                          run_manifest(name, "hello"))
+            uid = obj["metadata"]["uid"]
             run = resolve_run(obj, profile, default_image=DEFAULT_AGENT_IMAGE)
             core.create_namespaced_persistent_volume_claim(FLOOR_NS, mf.workspace_pvc(run))
             pre = batch.create_namespaced_job(FLOOR_NS, mf.prerun_job(run, workflow_id=""))
@@ -682,16 +688,13 @@ def floor(stack: Stack, runs: int) -> dict[str, float]:
             latencies.append(ends[-1] - t)
         except Exception as e:
             errors.append(f"{name}: {e}")
-        pending.append(deleter.submit(cleanup, name))
+        if uid:
+            pending.append(deleter.submit(cleanup, name, uid))
 
-    def cleanup(name: str) -> None:
-        body = {"propagationPolicy": "Background"}
-        for job in (f"{name}-prerun", name, f"{name}-postrun"):
-            try:
-                batch.delete_namespaced_job(job, FLOOR_NS, body=body)
-            except ApiException as e:
-                if e.status != 404:
-                    raise
+    def cleanup(name: str, uid: str) -> None:
+        # As the worker does: the run's Jobs in one request (by the run-uid label), then its workspace.
+        batch.delete_collection_namespaced_job(FLOOR_NS, label_selector=f"{LABEL_RUN_UID}={uid}",
+                                               propagation_policy="Foreground")
         core.delete_namespaced_persistent_volume_claim(f"{name}-workspace", FLOOR_NS)
 
     stack.stats(reset=True)

@@ -211,7 +211,8 @@ class Bridge:
             tick = ((meta.get("annotations") or {}).get(ANNOTATION_TICK))
             if tick and await self._tick_starts_it(tick, wid):
                 return
-            await self._start(ref, wid)
+            await self._start(StartRun(ref=ref, resource_version=meta.get("resourceVersion"),
+                                       finalizers=list(meta.get("finalizers") or [])), wid)
         await self._forward_verdict(obj, ref, wid)
 
     async def _forward_verdict(self, obj: dict[str, Any], ref: RunRef, wid: str) -> None:
@@ -246,12 +247,12 @@ class Bridge:
             return False
         return desc.status is not None and desc.status.name == "RUNNING"
 
-    async def _start(self, ref: RunRef, wid: str) -> None:
-        s = self.settings
+    async def _start(self, start: StartRun, wid: str) -> None:
+        s, ref = self.settings, start.ref
         try:
             await self.temporal.start_workflow(
                 AgentRunWorkflow.run,
-                StartRun(ref=ref),
+                start,
                 id=wid,
                 task_queue=s.temporal.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,

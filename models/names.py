@@ -20,6 +20,9 @@ POLICIES = "sympoziumpolicies"
 SCHEDULES = "sympoziumschedules"
 
 LABEL_RUN = "sympozium.ai/agent-run"
+# On a run's objects (not its pods): the uid of the AgentRun that made them, so one request can remove
+# exactly that run's Jobs (a later run of the same name has another uid).
+LABEL_RUN_UID = "agentrun.dev/run-uid"
 LABEL_INSTANCE = "sympozium.ai/instance"
 LABEL_COMPONENT = "sympozium.ai/component"
 LABEL_SCHEDULE = "sympozium.ai/schedule"

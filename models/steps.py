@@ -43,9 +43,12 @@ RESULT_MAX_BYTES = 256 * 1024
 
 
 class StartRun(BaseModel):
-    """The workflow's input: which run object to execute."""
+    """The workflow's input: which run object to execute; with the version of it the bridge saw, so the
+    first step can add its finalizer without reading the object first (it reads when that version is gone)."""
 
     ref: RunRef
+    resource_version: str | None = None
+    finalizers: list[str] = Field(default_factory=list)
 
 
 class Resolution(BaseModel):
@@ -81,6 +84,7 @@ class JobRef(BaseModel):
     name: str
     uid: str
     component: Component
+    labelled: bool = False  # carries the run-uid label (Jobs made before that label existed do not)
 
 
 class RunningHook(BaseModel):
@@ -144,6 +148,8 @@ class BeginRun(BaseModel):
     ref: RunRef
     workflow_id: str
     started_at: str
+    resource_version: str | None = None  # as the bridge saw the object (StartRun)
+    finalizers: list[str] = Field(default_factory=list)
 
 
 class StartJob(BaseModel):
@@ -158,6 +164,7 @@ class StartJob(BaseModel):
 
 class JobStarted(BaseModel):
     job: JobRef
+    workspace_uid: str | None = None  # the workspace PVC's, when this step made (or found) it
     unpublished: list[RunEvent] = Field(default_factory=list)
 
 
@@ -200,3 +207,4 @@ class CleanUp(BaseModel):
     jobs: list[JobRef] = Field(default_factory=list)
     keep_jobs: bool = False
     kill: bool = False
+    workspace_uid: str | None = None  # known: deleted with it as a precondition, no read first

@@ -15,6 +15,7 @@ from kubernetes import client, config
 from localkube.testing import Handle, running_localkube
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
+AUDIT_LOG = "audit.log"  # in the session localkube's state directory
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -23,8 +24,10 @@ Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 def localkube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Handle]:
     # The agent image runs the reference agent program, as `agentrun up` maps it.
     image_map = {"ghcr.io/sympozium-ai/sympozium/agent-runner:latest": [sys.executable, "-m", "agentrunner"]}
-    with running_localkube(tmp_path_factory.mktemp("localkube"), job_backoff_seconds=0.2,
-                           bookmark_interval=0.5, image_map=image_map) as lk:
+    state = tmp_path_factory.mktemp("localkube")
+    # The audit log lets a test count the requests one component made in its namespace.
+    with running_localkube(state, job_backoff_seconds=0.2, bookmark_interval=0.5, image_map=image_map,
+                           audit_log=state / AUDIT_LOG) as lk:
         yield lk
 
 

@@ -12,7 +12,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.events import EventActivities
-from activities.informer import JobInformer
+from activities.informer import Informer
 from activities.kube import KubeActivities
 from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
@@ -40,7 +40,7 @@ async def connect(settings: WorkerSettings) -> Client:
     return await settings.temporal.connect()
 
 
-def build_worker(client: Client, settings: WorkerSettings, *, informer: JobInformer | None = None) -> Worker:
+def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer | None = None) -> Worker:
     events = EventActivities(settings.nats.url or None)
     acts = KubeActivities(settings.kube.api_client(user_agent=user_agent("worker")), default_image=settings.agent_image,
                           fallback_poll_seconds=settings.fallback_poll_seconds, qps=settings.kube.qps,
@@ -67,7 +67,7 @@ async def run(settings: WorkerSettings) -> None:
         if added:
             log.info("registered search attributes %s in namespace %s", ", ".join(added), settings.temporal.namespace)
     # One shared view of the runs' Jobs and pods for this process (its own client: the watches hold connections).
-    informer = JobInformer(Kube(settings.kube.api_client(user_agent=user_agent("worker"))),
+    informer = Informer(Kube(settings.kube.api_client(user_agent=user_agent("worker"))),
                            settings.namespaces)
     informer.start()
     worker = build_worker(client, settings, informer=informer)

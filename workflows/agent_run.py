@@ -98,6 +98,7 @@ class AgentRunWorkflow:
         self._fallback = 60
         self._finished: dict[str, JobFinished] = {}  # Job uid -> the bridge's signal
         self._jobs: list[JobRef] = []
+        self._workspace_uid: str | None = None
         self._gate = Gate()
         self._slots = SlotClient()
         self._conditions: dict[str, Condition] = {}
@@ -153,7 +154,7 @@ class AgentRunWorkflow:
         workflow.upsert_search_attributes([SA_NAMESPACE.value_set(start.ref.namespace),
                                            SA_NAME.value_set(start.ref.name), SA_PHASE.value_set(Phase.PENDING)])
         try:
-            outcome = await self._execute(start.ref)
+            outcome = await self._execute(start)
         except asyncio.CancelledError:
             # The run object is being deleted: kill its Jobs, remove what it made, let the object go.
             self._state.step = "cancelled: cleaning up"
@@ -166,10 +167,11 @@ class AgentRunWorkflow:
         await self._retry_events()
         return outcome
 
-    async def _execute(self, ref: RunRef) -> RunResult:
+    async def _execute(self, start: StartRun) -> RunResult:
+        ref = start.ref
         try:
             # 1-2. Resolve the spec against its Agent (once: the run's fixed input from now on); Pending.
-            res = await self._begin(ref)
+            res = await self._begin(start)
             if res is None:
                 return RunResult(phase=Phase.DELETED, error="the run object was deleted before it started")
             if res.resolved is None:
@@ -236,12 +238,13 @@ class AgentRunWorkflow:
 
     # -- steps ---------------------------------------------------------------------------------------------
 
-    async def _begin(self, ref: RunRef) -> Resolution | None:
+    async def _begin(self, start: StartRun) -> Resolution | None:
         wid = workflow.info().workflow_id
         try:
-            res = await self._act(KubeActivities.begin_run, BeginRun(ref=ref, workflow_id=wid,
-                                                                    started_at=rfc3339(workflow.now())),
-                                  "resolve the spec against its Agent; Pending")
+            res = await self._act(KubeActivities.begin_run, BeginRun(
+                ref=start.ref, workflow_id=wid, started_at=rfc3339(workflow.now()),
+                resource_version=start.resource_version, finalizers=start.finalizers),
+                "resolve the spec against its Agent; Pending")
         except ActivityError as e:
             if isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE:
                 return None
@@ -312,6 +315,7 @@ class AgentRunWorkflow:
             job=req, prepare=prepare, status=update, events=self._take_events()), summary)
         self._retry_later(started.unpublished)
         self._jobs.append(started.job)
+        self._workspace_uid = started.workspace_uid or self._workspace_uid
         self._state.jobs[component] = started.job.name
         return started.job
 
@@ -449,7 +453,7 @@ class AgentRunWorkflow:
         self._state.step = "cleanup"
         run = self._run
         req = CleanUp(ref=self._ref, run=run, jobs=self._jobs, keep_jobs=run is not None and run.cleanup == "keep",
-                      kill=kill)
+                      kill=kill, workspace_uid=self._workspace_uid)
 
         async def steps() -> None:
             await self._act(KubeActivities.clean_up, req, "clean up Jobs, workspace and RBAC; release the run",

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from activities.informer import JobInformer
+from activities.informer import Informer
+from cli.up import install_crds
 from localkube.testing import Handle
 from models.kube import Kube
 from models.names import LABEL_RUN
@@ -23,8 +24,8 @@ def _job(name: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def informer(kube: client.ApiClient, namespace: str) -> Iterator[JobInformer]:
-    inf = JobInformer(Kube(kube), [namespace])
+def informer(kube: client.ApiClient, namespace: str) -> Iterator[Informer]:
+    inf = Informer(Kube(kube), [namespace])
     inf.start()
     assert inf.wait_synced(30)
     yield inf
@@ -32,7 +33,7 @@ def informer(kube: client.ApiClient, namespace: str) -> Iterator[JobInformer]:
 
 
 def test_a_runs_job_and_its_pod_are_seen_to_the_end_and_forgotten_when_deleted(
-        kube: client.ApiClient, namespace: str, informer: JobInformer) -> None:
+        kube: client.ApiClient, namespace: str, informer: Informer) -> None:
     batch: Any = client.BatchV1Api(kube)
     job = batch.create_namespaced_job(namespace, _job("r1", {LABEL_RUN: "r1"}))
     uid = job.metadata.uid
@@ -51,7 +52,7 @@ def test_a_runs_job_and_its_pod_are_seen_to_the_end_and_forgotten_when_deleted(
 
 
 def test_jobs_that_are_not_a_runs_are_not_held(kube: client.ApiClient, namespace: str,
-                                               informer: JobInformer) -> None:
+                                               informer: Informer) -> None:
     batch: Any = client.BatchV1Api(kube)
     other = batch.create_namespaced_job(namespace, _job("other", {"app": "x"}))
     ours = batch.create_namespaced_job(namespace, _job("ours", {LABEL_RUN: "ours"}))
@@ -60,7 +61,7 @@ def test_jobs_that_are_not_a_runs_are_not_held(kube: client.ApiClient, namespace
 
 
 async def test_wait_pod_returns_the_pod_once_it_has_ended_and_none_when_the_view_never_gets_there(
-        kube: client.ApiClient, namespace: str, informer: JobInformer) -> None:
+        kube: client.ApiClient, namespace: str, informer: Informer) -> None:
     batch: Any = client.BatchV1Api(kube)
     job = batch.create_namespaced_job(namespace, _job("r2", {LABEL_RUN: "r2"}))
 
@@ -80,7 +81,7 @@ def test_the_watch_goes_on_from_where_it_was_without_listing_again(
     def requests(key: str) -> int:
         return int(localkube.stats()["requests"].get(key, 0))
     lists, watches = requests("list jobs"), requests("watch jobs")
-    inf = JobInformer(Kube(kube), [namespace], watch_seconds=1)
+    inf = Informer(Kube(kube), [namespace], watch_seconds=1)
     inf.start()
     try:
         assert inf.wait_synced(30)
@@ -92,3 +93,28 @@ def test_the_watch_goes_on_from_where_it_was_without_listing_again(
         assert requests("list jobs") - lists == 1, "listed once, at the start"
     finally:
         inf.stop()
+
+
+def test_agents_and_policies_are_held_whole_while_they_exist_and_a_miss_says_nothing(
+        kube: client.ApiClient, namespace: str, localkube: Handle, informer: Informer) -> None:
+    install_crds(localkube.kubeconfig)
+    custom: Any = client.CustomObjectsApi(kube)
+    agent = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "Agent", "metadata": {"name": "helper"},
+             "spec": {"agents": {"default": {"model": "echo-1"}}, "authRefs": [{"provider": "echo", "secret": ""}]}}
+    custom.create_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agents", agent)
+    held = wait_for(lambda: informer.definition("agents", namespace, "helper"), timeout=30,
+                    what="the Agent in the view")
+    assert held["spec"]["agents"]["default"]["model"] == "echo-1"
+    assert "managedFields" not in held["metadata"]
+    held["spec"]["agents"]["default"]["model"] = "changed by a reader"
+    again = informer.definition("agents", namespace, "helper")
+    assert again is not None and again["spec"]["agents"]["default"]["model"] == "echo-1", "readers get a copy"
+
+    custom.patch_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agents", "helper",
+                                          {"spec": {"agents": {"default": {"model": "echo-2"}}}})
+    wait_for(lambda: (informer.definition("agents", namespace, "helper") or {}).get("spec", {})
+             .get("agents", {}).get("default", {}).get("model") == "echo-2", timeout=30, what="the update")
+    custom.delete_namespaced_custom_object("sympozium.ai", "v1alpha1", namespace, "agents", "helper")
+    wait_for(lambda: informer.definition("agents", namespace, "helper") is None, timeout=30,
+             what="the deleted Agent forgotten")
+    assert informer.definition("sympoziumpolicies", namespace, "never-made") is None

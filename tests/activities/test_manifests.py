@@ -47,8 +47,9 @@ def test_agent_job_has_the_specified_shape_env_and_labels() -> None:
     assert job["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert job["metadata"]["labels"] == {"sympozium.ai/agent-run": "run1", "sympozium.ai/instance": "helper",
                                          "sympozium.ai/component": "agent-run",
-                                         "app.kubernetes.io/managed-by": "agentrun"}
+                                         "app.kubernetes.io/managed-by": "agentrun", "agentrun.dev/run-uid": "uid-1"}
     spec = job["spec"]
+    assert "agentrun.dev/run-uid" not in spec["template"]["metadata"]["labels"], "the run's objects, not its pods"
     assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 90 and spec["ttlSecondsAfterFinished"] == 300
     pod = spec["template"]["spec"]
     assert spec["template"]["metadata"]["labels"]["sympozium.ai/component"] == "agent-run"

@@ -29,11 +29,11 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
     "worker": {
         *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "create", "patch", "delete")),  # kube/schedules/prune
         ("sympozium.ai", "agentruns/status", "patch"),  # activities/kube.py status writes
-        *(("sympozium.ai", r, v) for r in ("agents", "sympoziuminstances") for v in ("get", "list")),  # resolve, prune
-        ("sympozium.ai", "sympoziumpolicies", "get"),  # models/evaluate.py
+        *(("sympozium.ai", r, v) for r in ("agents", "sympoziuminstances", "sympoziumpolicies")
+          for v in ("get", "list", "watch")),  # resolve (informer, or a read), prune
         ("sympozium.ai", "sympoziumschedules", "get"),  # activities/schedules.py reads its schedule
         ("sympozium.ai", "sympoziumschedules/status", "patch"),  # ... and records its ticks
-        *(("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete")),  # Jobs; activities/informer.py
+        *(("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete", "deletecollection")),  # informer
         ("", "pods", "list"), ("", "pods", "watch"), ("", "pods/log", "get"),  # exit codes, the result; informer
         *(("", r, v) for r in ("persistentvolumeclaims", "serviceaccounts") for v in ("get", "create", "delete")),
         *(("rbac.authorization.k8s.io", r, v) for r in ("roles", "rolebindings") for v in ("get", "create", "delete")),

@@ -67,7 +67,9 @@ def test_permanent_failures_fail_the_run_with_a_clear_error_and_no_retry_storm(
 def test_a_permanent_failure_reading_the_agent_fails_the_run_and_releases_it(
         stack: Stack, namespace: str, faults: Faults, kubectl: Kubectl) -> None:
     ns = namespace
-    stack.create(ns, "agents", agent())
+    # The worker's view holds every Agent it has seen and reads only one it has not; that read is what is
+    # refused here, so there is no Agent for the view to hold (the worker cannot tell it apart from one
+    # it may not read).
     denied = faults(ns, verb="get", resource="agents", code=403, times=-1, message="agents are off limits")
     stack.create(ns, "agentruns", agent_run("blind"))
     status = stack.wait_phase(ns, "blind", timeout=30)["status"]
