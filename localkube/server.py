@@ -244,6 +244,11 @@ def decode_protobuf(data: bytes, kind: str) -> Obj | None:
     return {"apiVersion": tm.get(1, ""), "kind": kind, **_pb_message(kind, raw)}
 
 
+def _line(obj: Obj) -> bytes:
+    """One line of a watch stream."""
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
 async def _watch_disconnect(receive: Receive, disconnected: asyncio.Event) -> None:
     """Set `disconnected` when the client goes away during a streamed response."""
     while True:
@@ -958,7 +963,23 @@ class App:
                     continue
                 if item is None:
                     break
-                await self._deliver(send, rt, item, match, table, include)
+                # Everything else already queued goes out with it, in one write: one event per turn of
+                # the event loop cannot keep up with a busy kind (pods) when the loop is loaded.
+                batch, closed = [item], False
+                while True:
+                    try:
+                        more = watcher.queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        break
+                    if more is None:
+                        closed = True
+                        break
+                    batch.append(more)
+                lines = [line for ev in batch if (line := self._render(rt, ev, match, table, include)) is not None]
+                if lines:
+                    await send({"type": "http.response.body", "body": b"".join(lines), "more_body": True})
+                if closed:
+                    break
             if bookmarks and not disconnected.is_set():
                 # Events still queued for this watch are sent before the closing bookmark: a client
                 # resuming from the bookmark's resourceVersion must not skip them. Once the queue is
@@ -981,25 +1002,30 @@ class App:
 
     async def _deliver(self, send: Send, rt: ResourceType, ev: Event, match: Callable[[Obj], bool],
                        table: bool, include: str) -> None:
+        line = self._render(rt, ev, match, table, include)
+        if line is not None:
+            await send({"type": "http.response.body", "body": line, "more_body": True})
+
+    def _render(self, rt: ResourceType, ev: Event, match: Callable[[Obj], bool], table: bool,
+                include: str) -> bytes | None:
+        """The watch event line this watch sees for `ev` (None: not one of its objects before or after)."""
         now_match = match(ev.obj)
         was_match = ev.old is not None and match(ev.old)
         if ev.type == DELETED:
-            if now_match or was_match:
-                await self._stream_send(send, self._event_body(rt, DELETED, ev.obj, table, include))
-            return
-        if ev.type == ADDED or ev.old is None:
-            if now_match:
-                await self._stream_send(send, self._event_body(rt, ADDED, ev.obj, table, include))
-            return
-        if now_match and was_match:
+            typ = DELETED if now_match or was_match else ""
+        elif ev.type == ADDED or ev.old is None:
+            typ = ADDED if now_match else ""
+        elif now_match and was_match:
             typ = "MODIFIED"
         elif now_match:
             typ = ADDED
         elif was_match:
             typ = DELETED
         else:
-            return
-        await self._stream_send(send, self._event_body(rt, typ, ev.obj, table, include))
+            typ = ""
+        if not typ:
+            return None
+        return _line(self._event_body(rt, typ, ev.obj, table, include))
 
     def _event_body(self, rt: ResourceType, typ: str, obj: Obj, table: bool, include: str) -> Obj:
         o = self.api._present(rt, obj)
@@ -1020,8 +1046,7 @@ class App:
                                 (b"cache-control", b"no-cache, private")]})
 
     async def _stream_send(self, send: Send, obj: Obj) -> None:
-        await send({"type": "http.response.body", "body": json.dumps(obj, separators=(",", ":")).encode() + b"\n",
-                    "more_body": True})
+        await send({"type": "http.response.body", "body": _line(obj), "more_body": True})
 
     # -- pod logs ----------------------------------------------------------------------------
 
