@@ -736,7 +736,9 @@ class App:
                                  opts: DeleteOptions, ctx: Ctx) -> list[Obj]:
         """deletecollection deletes item by item, each one admitted on its own."""
         out = []
-        for obj in self.api.list_objects(rt, ns or None):
+        # Matched on the stored objects (read only): copying every object of the kind for each call made
+        # a run's cleanup cost grow with the number of objects in the namespace.
+        for obj in self.api.store.select(rt.key, (ns or None) if rt.namespaced else None):
             if not match(obj):
                 continue
             m = obj["metadata"]
@@ -865,7 +867,9 @@ class App:
 
     async def _list(self, req: Request, send: Send, rt: ResourceType, ns: str) -> None:
         match = self._matcher(req, rt)
-        items = [o for o in self.api.list_objects(rt, ns or None) if match(o)]
+        # Select on the stored objects, then copy only what is served.
+        items = [self.api._present(rt, o) for o in self.api.store.select(rt.key, (ns or None) if rt.namespaced else None)
+                 if match(o)]
         limit_s = req.query.get("limit", "")
         cont_in = req.query.get("continue", "")
         start_after: tuple[str, str] | None = None
