@@ -244,6 +244,19 @@ def decode_protobuf(data: bytes, kind: str) -> Obj | None:
     return {"apiVersion": tm.get(1, ""), "kind": kind, **_pb_message(kind, raw)}
 
 
+def _drain(queue: asyncio.Queue[Event | None]) -> tuple[list[Event], bool]:
+    """What a watch's queue holds now, taken without waiting; True when the watch was closed (None queued)."""
+    out: list[Event] = []
+    while True:
+        try:
+            ev = queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return out, False
+        if ev is None:
+            return out, True
+        out.append(ev)
+
+
 def _line(obj: Obj) -> bytes:
     """One line of a watch stream."""
     return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
@@ -969,34 +982,20 @@ class App:
                     break
                 # Everything else already queued goes out with it, in one write: one event per turn of
                 # the event loop cannot keep up with a busy kind (pods) when the loop is loaded.
-                batch, closed = [item], False
-                while True:
-                    try:
-                        more = watcher.queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        break
-                    if more is None:
-                        closed = True
-                        break
-                    batch.append(more)
-                lines = [line for ev in batch if (line := self._render(rt, ev, match, table, include)) is not None]
+                more, closed = _drain(watcher.queue)
+                lines = [line for ev in [item, *more] if (line := self._render(rt, ev, match, table, include))]
                 if lines:
                     await send({"type": "http.response.body", "body": b"".join(lines), "more_body": True})
                 if closed:
                     break
             if bookmarks and not disconnected.is_set():
                 # Events still queued for this watch are sent before the closing bookmark: a client
-                # resuming from the bookmark's resourceVersion must not skip them. Once the queue is
-                # empty (checked with no await in between), every event up to store.rv has been seen.
-                while True:
-                    try:
-                        queued = watcher.queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        break
-                    if queued is None:
-                        break
-                    await self._deliver(send, rt, queued, match, table, include)
-                await self._stream_send(send, self._bookmark(rt, str(store.rv)))
+                # resuming from the bookmark's resourceVersion must not skip them. The queue is drained
+                # and store.rv read with no await in between, so every event up to that rv is in `lines`.
+                queued, _ = _drain(watcher.queue)
+                lines = [line for ev in queued if (line := self._render(rt, ev, match, table, include))]
+                lines.append(_line(self._bookmark(rt, str(store.rv))))
+                await send({"type": "http.response.body", "body": b"".join(lines), "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass
