@@ -104,8 +104,21 @@ class TemporalDevServer:
             args += ["--search-attribute", f"{name}={kind}"]
         log = (self.state_dir / "temporal.log").open("ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
         wait_port(self.port, timeout=timeout, proc=self.proc, what="temporal dev server")
-        return self
+        # Listening is not serving: a client that connects before the frontend reports healthy is refused
+        # ("Frontend is not healthy yet"), so wait for the server's own health check to say SERVING.
+        health = [str(binary), "operator", "cluster", "health", "--address", self.address]
+        while True:
+            probe = subprocess.run(health, capture_output=True, text=True, timeout=10)
+            if probe.returncode == 0 and "SERVING" in probe.stdout:
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"temporal dev server exited with code {self.proc.returncode} before serving")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"temporal dev server on port {self.port} did not report healthy within {timeout}s: "
+                                   f"{(probe.stdout + probe.stderr).strip()}")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         stop_process(self.proc)
