@@ -12,9 +12,9 @@ read from here too when the view holds them; one it does not hold (not seen yet,
 is read from the API server, so the view never answers "not found" on its own.
 
 The streams read the watch as JSON and keep plain dicts: of Jobs and pods only metadata (identity,
-labels) and status, since decoding every pod event into the client's typed models made the pod
-stream fall seconds behind the Job stream under load, and the spec (the pod template, every env var)
-was most of the memory. Readers get the client's typed models (V1Job, V1Pod), decoded on each read.
+labels) and status, since the spec (the pod template, every env var) was most of the memory, and
+decoding every event into the client's typed models is work nobody reads. Readers get the client's
+typed models (V1Job, V1Pod), decoded on each read.
 Only the run's Jobs and pods (the `sympozium.ai/agent-run` label) are held, while they exist.
 """
 
@@ -27,13 +27,10 @@ import functools
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from kubernetes import client
-from kubernetes.watch.watch import iter_resp_lines
-
-from models.kube import Gone, Kube, KubeError, NotFound, kube_error, typed_errors
+from models.kube import Gone, Kube, KubeError, NotFound, typed_errors, watch_events
 from models.names import GROUP, LABEL_RUN, VERSION
 
 log = logging.getLogger("agentrun.worker.informer")
@@ -64,12 +61,6 @@ def _key(obj: Obj) -> tuple[str, str]:
     return str(m.get("namespace") or ""), str(m.get("name") or "")
 
 
-def _events(resp: Any) -> Iterator[Obj]:
-    for line in iter_resp_lines(resp):
-        if line.strip():
-            yield json.loads(line)
-
-
 class _Stream:
     """One kind in one namespace ("" = all): list, then watch; the store's entries of this scope are its own."""
 
@@ -80,7 +71,7 @@ class _Stream:
         self.thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
 
     def _args(self) -> dict[str, Any]:
-        args: dict[str, Any] = {"_preload_content": False}
+        args: dict[str, Any] = {}
         if self.kind not in DEFINITIONS:
             args["label_selector"] = LABEL_RUN
         if self.namespace:
@@ -89,7 +80,7 @@ class _Stream:
 
     def _list(self) -> str:
         with typed_errors(f"list {self.kind}"):
-            resp = self.list_fn(**self._args())
+            resp = self.list_fn(_preload_content=False, **self._args())
             try:
                 listed = json.loads(resp.data)
             finally:
@@ -100,29 +91,24 @@ class _Stream:
 
     def _watch(self, rv: str) -> str:
         """One watch from `rv` until it ends; the version to go on from."""
-        action = f"watch {self.kind}"
-        with typed_errors(action):
-            self.resp = resp = self.list_fn(watch=True, resource_version=rv,
-                                            timeout_seconds=self.informer.watch_seconds,
-                                            allow_watch_bookmarks=True, **self._args())
-            try:
-                for ev in _events(resp):
-                    if self.informer.stopping.is_set():
-                        break
-                    typ, obj = ev.get("type"), ev.get("object") or {}
-                    if typ == "ERROR":
-                        code = int(obj.get("code") or 0)
-                        raise kube_error(client.ApiException(status=code, reason=str(obj.get("message") or "")),
-                                         action=action)
-                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                    if typ == "DELETED":
-                        self.informer._remove(self.kind, obj)
-                    elif typ in ("ADDED", "MODIFIED"):
-                        self.informer._put(self.kind, _trimmed(self.kind, obj))
-            finally:
-                self.resp = None
-                resp.release_conn()
+        try:
+            for ev in watch_events(self.list_fn, action=f"watch {self.kind}", opened=self._opened, resource_version=rv,
+                                   timeout_seconds=self.informer.watch_seconds, allow_watch_bookmarks=True,
+                                   **self._args()):
+                if self.informer.stopping.is_set():
+                    break
+                typ, obj = ev.get("type"), ev.get("object") or {}
+                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                if typ == "DELETED":
+                    self.informer._remove(self.kind, obj)
+                elif typ in ("ADDED", "MODIFIED"):
+                    self.informer._put(self.kind, _trimmed(self.kind, obj))
+        finally:
+            self.resp = None
         return rv
+
+    def _opened(self, resp: Any) -> None:
+        self.resp = resp
 
     def _run(self) -> None:
         backoff = 0.5

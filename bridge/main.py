@@ -111,20 +111,20 @@ class Bridge:
         namespaces = self.settings.namespaces or [""]
         for ns in namespaces:
             if ns:
-                runs = KindWatcher(self.api, self.custom.list_namespaced_custom_object, name=f"agentruns/{ns}",
+                runs = KindWatcher(self.custom.list_namespaced_custom_object, name=f"agentruns/{ns}",
                                    group=GROUP, version=VERSION, namespace=ns, plural=AGENTRUNS)
-                jobs = KindWatcher(self.api, self.batch.list_namespaced_job, name=f"jobs/{ns}", namespace=ns,
+                jobs = KindWatcher(self.batch.list_namespaced_job, name=f"jobs/{ns}", namespace=ns,
                                    label_selector=LABEL_RUN)
             else:
-                runs = KindWatcher(self.api, self.custom.list_cluster_custom_object, name=AGENTRUNS,
+                runs = KindWatcher(self.custom.list_cluster_custom_object, name=AGENTRUNS,
                                    group=GROUP, version=VERSION, plural=AGENTRUNS)
-                jobs = KindWatcher(self.api, self.batch.list_job_for_all_namespaces, name="jobs",
+                jobs = KindWatcher(self.batch.list_job_for_all_namespaces, name="jobs",
                                    label_selector=LABEL_RUN)
             if ns:
-                scheds = KindWatcher(self.api, self.custom.list_namespaced_custom_object, name=f"schedules/{ns}",
+                scheds = KindWatcher(self.custom.list_namespaced_custom_object, name=f"schedules/{ns}",
                                      group=GROUP, version=VERSION, namespace=ns, plural=SCHEDULES)
             else:
-                scheds = KindWatcher(self.api, self.custom.list_cluster_custom_object, name="schedules",
+                scheds = KindWatcher(self.custom.list_cluster_custom_object, name="schedules",
                                      group=GROUP, version=VERSION, plural=SCHEDULES)
             out += [(runs, self.on_run), (jobs, self.on_job), (scheds, self.schedules.on_schedule)]
         return out

@@ -1,7 +1,7 @@
 """One long-lived Kubernetes watch per kind, delivered into asyncio.
 
-The `kubernetes` client's watch is a blocking generator, so it runs on a thread and hands
-events to the event loop. It starts with a full list (initial ADDED events), which is how
+The watch is read as JSON (`models.kube.watch_events`, shared with the worker's informer) on a
+thread that hands events, as plain dicts, to the event loop. It starts with a full list (initial ADDED events), which is how
 the bridge reconciles everything it missed while down; it resumes from the last
 resourceVersion, and starts over from a fresh list after 410 Gone or any error.
 """
@@ -14,9 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import client, watch
-
-from models.kube import Gone, KubeError, typed_errors
+from models.kube import Gone, KubeError, watch_events
 
 log = logging.getLogger("agentrun.bridge.watch")
 
@@ -24,8 +22,7 @@ Event = tuple[str, dict[str, Any]]
 
 
 class KindWatcher:
-    def __init__(self, api: client.ApiClient, list_fn: Callable[..., Any], *, name: str, **kwargs: Any) -> None:
-        self.api = api
+    def __init__(self, list_fn: Callable[..., Any], *, name: str, **kwargs: Any) -> None:
         self.list_fn = list_fn
         self.name = name
         self.kwargs = kwargs
@@ -50,25 +47,19 @@ class KindWatcher:
         rv = ""
         backoff = 0.5
         while not self._stop.is_set():
-            w = watch.Watch()
             try:
                 kwargs = dict(self.kwargs, timeout_seconds=30, allow_watch_bookmarks=True)
                 if rv:
                     kwargs["resource_version"] = rv
-                with typed_errors(f"watch {self.name}"):
-                    for ev in w.stream(self.list_fn, **kwargs):
-                        if self._stop.is_set():
-                            w.stop()
-                            break
-                        typ = ev["type"]
-                        obj = ev["object"]
-                        if not isinstance(obj, dict):
-                            obj = self.api.sanitize_for_serialization(obj)
-                        new_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                        if new_rv:
-                            rv = str(new_rv)
-                        if typ in ("ADDED", "MODIFIED", "DELETED"):
-                            self._emit((typ, obj))
+                for ev in watch_events(self.list_fn, action=f"watch {self.name}", **kwargs):
+                    if self._stop.is_set():
+                        break
+                    typ, obj = ev.get("type"), ev.get("object") or {}
+                    new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if new_rv:
+                        rv = str(new_rv)
+                    if typ in ("ADDED", "MODIFIED", "DELETED"):
+                        self._emit((typ, obj))
                 backoff = 0.5
             except Gone:
                 log.info("watch %s: resourceVersion expired, relisting", self.name)
@@ -84,5 +75,3 @@ class KindWatcher:
                 rv = ""
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 10)
-            finally:
-                w.stop()

@@ -181,6 +181,32 @@ class Kube:
             return await asyncio.to_thread(fn, *args, **kw)
 
 
+def watch_events(list_fn: Callable[..., Any], *, action: str, opened: Callable[[Any], None] | None = None,
+                 **args: Any) -> Iterator[dict[str, Any]]:
+    """One watch, read as JSON: each event (`type`, `object` as a plain dict; BOOKMARKs included) until the
+    server ends it. An ERROR event raises its typed error (410 Gone: list again). Call `list_fn` as for a
+    list (`timeout_seconds`, `resource_version`, selectors); the response is released at the end.
+    `opened` is handed the streaming response (whose `shutdown()` ends a read that waits for an event)."""
+    from kubernetes.watch.watch import iter_resp_lines
+
+    with typed_errors(action):
+        resp = list_fn(watch=True, _preload_content=False, **args)
+        if opened is not None:
+            opened(resp)
+        try:
+            for line in iter_resp_lines(resp):
+                if not line.strip():
+                    continue
+                ev = json.loads(line)
+                if ev.get("type") == "ERROR":
+                    status = ev.get("object") or {}
+                    raise kube_error(ApiException(status=int(status.get("code") or 0),
+                                                  reason=str(status.get("message") or "")), action=action)
+                yield ev
+        finally:
+            resp.release_conn()
+
+
 @contextmanager
 def typed_errors(action: str) -> Iterator[None]:
     """The same mapping for code that calls the client directly (threads of their own, the CLI)."""
@@ -191,4 +217,5 @@ def typed_errors(action: str) -> Iterator[None]:
 
 
 __all__ = ["BadRequest", "ClientError", "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError",
-           "NotFound", "RateLimiter", "Transient", "Unauthorized", "finalizer_added", "finalizer_removed", "kube_error", "typed_errors"]
+           "NotFound", "RateLimiter", "Transient", "Unauthorized", "finalizer_added", "finalizer_removed", "kube_error", "typed_errors",
+           "watch_events"]
