@@ -109,6 +109,7 @@ class Store:
         if db is None:
             return
         grp, resource = ev.key
+        body = json.dumps(ev.obj)
         db.execute("BEGIN")
         if ev.type == DELETED:
             db.execute(
@@ -117,11 +118,11 @@ class Store:
         else:
             db.execute(
                 "INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?)",
-                (grp, resource, ns, name, json.dumps(ev.obj)),
+                (grp, resource, ns, name, body),
             )
         db.execute(
             "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
-            (ev.rv, ev.type, grp, resource, json.dumps(ev.obj), json.dumps(ev.old) if ev.old else None),
+            (ev.rv, ev.type, grp, resource, body, json.dumps(ev.old) if ev.old else None),
         )
         db.execute("INSERT OR REPLACE INTO meta VALUES ('rv', ?)", (str(self.rv),))
         db.execute("INSERT OR REPLACE INTO meta VALUES ('horizon', ?)", (str(self._horizon),))
