@@ -21,6 +21,7 @@ from models.agentrun import AgentRunStatus
 from models.base import FieldProblem, PolicyViolation
 from models.evaluate import Reader, evaluate_run
 from models.events import RunEvent
+from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.kube import (
     BadRequest,
     Conflict,
@@ -32,12 +33,14 @@ from models.kube import (
 )
 from models.names import (
     AGENTRUNS,
+    ANNOTATION_GATE_FROM,
     GROUP,
     LABEL_RUN,
     LABEL_RUN_UID,
     RUN_FINALIZER,
     VERSION,
     hook_of,
+    job_name,
     lifecycle_name,
     workspace_name,
 )
@@ -305,18 +308,58 @@ class KubeActivities:
     @activity.defn
     @kube_activity
     async def create_job(self, req: JobRequest) -> JobRef:
+        return (await self._create_job(req))[0]
+
+    async def _create_job(self, req: JobRequest, annotations: dict[str, str] | None = None) -> tuple[JobRef, Any]:
+        """The Job (created, or adopted when a retried step made it already) and the object as the server has it."""
         run = req.run
         if req.component == "prerun":
             body = mf.prerun_job(run, workflow_id=req.workflow_id)
         elif req.component == "agent-run":
-            body = mf.agent_job(run, workflow_id=req.workflow_id)
+            body = mf.agent_job(run, workflow_id=req.workflow_id, attempt=req.attempt, task=req.task)
         else:
             body = mf.postrun_job(run, workflow_id=req.workflow_id, agent_exit_code=req.agent_exit_code,
-                                  agent_result=req.agent_result)
+                                  agent_result=req.agent_result, component=req.component, gate_only=req.gate_only,
+                                  attempt=req.attempt, gate_verdict=req.gate_verdict)
+        if annotations:
+            body["metadata"].setdefault("annotations", {}).update(annotations)
         job = await self._create(self.batch.create_namespaced_job, run.ref.namespace, body,
                                  read=self.batch.read_namespaced_job, uid=run.ref.uid)
-        return JobRef(namespace=run.ref.namespace, name=job.metadata.name, uid=job.metadata.uid,
-                      component=req.component, labelled=LABEL_RUN_UID in (job.metadata.labels or {}))
+        ref = JobRef(namespace=run.ref.namespace, name=job.metadata.name, uid=job.metadata.uid,
+                     component=req.component, labelled=LABEL_RUN_UID in (job.metadata.labels or {}))
+        return ref, job
+
+    async def _clear_verdict(self, ref: RunRef) -> str:
+        """Remove a verdict annotation written before the gate (and its writer's stamp): the run's new version.
+
+        No uid test is needed: the run's finalizer keeps this object (this uid) until the run is cleaned up."""
+        patch = {"metadata": {"annotations": {VERDICT_ANNOTATION: None, VERDICT_BY_ANNOTATION: None}}}
+        try:
+            obj = await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace,
+                                   AGENTRUNS, ref.name, patch, _content_type="application/merge-patch+json",
+                                   action=f"clear the gate-verdict annotation of AgentRun {ref.name}")
+        except NotFound as e:
+            raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} no longer exists", type=RUN_GONE,
+                                   non_retryable=True) from e
+        return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+
+    async def _start_gate_job(self, req: StartJob) -> tuple[JobRef, str]:
+        """The gate's Job, after clearing any earlier verdict annotation. The run's version from that moment
+        is kept on the Job, so a retried step that finds the Job made reads it back instead of clearing
+        again (which could remove the gate hook's own verdict)."""
+        if activity.info().attempt > 1:
+            try:
+                job = await self._call(self.batch.read_namespaced_job, job_name(req.job.run.ref.name, "post-run",
+                                                                                req.job.attempt),
+                                       req.job.run.ref.namespace, action="read the gate's Job")
+                if (job.metadata.annotations or {}).get(ANNOTATION_GATE_FROM) is not None:
+                    ref, job = await self._create_job(req.job)  # adopts it (and checks it is this run's)
+                    return ref, str((job.metadata.annotations or {}).get(ANNOTATION_GATE_FROM) or "")
+            except NotFound:
+                pass
+        version = await self._clear_verdict(req.job.run.ref)
+        ref, job = await self._create_job(req.job, {ANNOTATION_GATE_FROM: version})
+        return ref, str((job.metadata.annotations or {}).get(ANNOTATION_GATE_FROM) or version)
 
     async def _pod_of(self, job: JobRef) -> Any | None:
         pods = await self._call(self.core.list_namespaced_pod, job.namespace,
@@ -525,10 +568,15 @@ class KubeActivities:
             await self.ensure_lifecycle_rbac(req.job)
             if req.job.run.has_hooks:
                 workspace = await self._ensure_workspace(req.job)
-        job = await self.create_job(req.job)
+        version = None
+        if req.clear_verdict:
+            job, version = await self._start_gate_job(req)
+        else:
+            job = await self.create_job(req.job)
         if req.status is not None:
             await self._write_status(req.job.run.ref, req.status)
-        return JobStarted(job=job, workspace_uid=workspace, unpublished=await self._publish(req.events))
+        return JobStarted(job=job, run_version=version, workspace_uid=workspace,
+                          unpublished=await self._publish(req.events))
 
     @activity.defn
     @kube_activity

@@ -45,8 +45,8 @@ def workspace_name(run: ResolvedRun) -> str:
     return names.workspace_name(run.ref.name)
 
 
-def job_name(run: ResolvedRun, component: Component) -> str:
-    return names.job_name(run.ref.name, component)
+def job_name(run: ResolvedRun, component: Component, attempt: int = 1) -> str:
+    return names.job_name(run.ref.name, component, attempt)
 
 
 def owner(run: ResolvedRun) -> Manifest:
@@ -55,7 +55,9 @@ def owner(run: ResolvedRun) -> Manifest:
 
 
 def labels(run: ResolvedRun, component: str) -> dict[str, str]:
-    return {LABEL_RUN: run.ref.name, LABEL_INSTANCE: run.agent, LABEL_COMPONENT: component,
+    """A run object's labels; `component` is a Job's Component (post-gate is labelled post-run) or
+    `lifecycle` / `workspace`."""
+    return {LABEL_RUN: run.ref.name, LABEL_INSTANCE: run.agent, LABEL_COMPONENT: names.component_label(component),
             LABEL_MANAGED: MANAGED_BY}
 
 
@@ -174,8 +176,8 @@ def _hook_container(hook: ResolvedHook, component: Component, env: list[Manifest
 
 
 def _job(run: ResolvedRun, component: Component, *, workflow_id: str, pod_spec: Manifest,
-         deadline_seconds: int) -> Manifest:
-    name = job_name(run, component)
+         deadline_seconds: int, attempt: int = 1) -> Manifest:
+    name = job_name(run, component, attempt)
     spec: Manifest = {
         "backoffLimit": 0,
         "activeDeadlineSeconds": max(1, deadline_seconds),
@@ -241,14 +243,19 @@ def agent_env(run: ResolvedRun) -> list[Manifest]:
     return env + _spec_env(run)
 
 
-def agent_job(run: ResolvedRun, *, workflow_id: str) -> Manifest:
-    agent = {"name": "agent", "image": run.image, "env": agent_env(run), "volumeMounts": _mounts(run),
+def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str | None = None) -> Manifest:
+    """The agent's Job; a retried attempt has its own name and the task that carries the reviewer's feedback."""
+    env = agent_env(run)
+    if task is not None:
+        env = [{"name": "TASK", "value": task} if e["name"] == "TASK" else e for e in env]
+    agent = {"name": "agent", "image": run.image, "env": env, "volumeMounts": _mounts(run),
              "securityContext": dict(SECURE_CONTAINER)}
     pod: Manifest = {"serviceAccountName": AGENT_SERVICE_ACCOUNT, "automountServiceAccountToken": False,
                      "containers": [agent], "volumes": _volumes(run)}
     if run.model.node_selector:
         pod["nodeSelector"] = dict(run.model.node_selector)
-    return _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=run.timeout_seconds)
+    return _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=run.timeout_seconds,
+                attempt=attempt)
 
 
 def cut_utf8(text: str, limit: int = RESULT_LIMIT) -> str:
@@ -259,19 +266,32 @@ def cut_utf8(text: str, limit: int = RESULT_LIMIT) -> str:
     return data[:limit].decode("utf-8", errors="ignore")
 
 
-def postrun_job(run: ResolvedRun, *, workflow_id: str, agent_exit_code: int, agent_result: str) -> Manifest:
-    hooks = sorted(run.post_run, key=lambda h: not h.gate)  # the gate hook first, others keep their order
+def postrun_job(run: ResolvedRun, *, workflow_id: str, agent_exit_code: int, agent_result: str,
+                component: Component = "post-run", gate_only: bool = False, attempt: int = 1,
+                gate_verdict: str | None = None) -> Manifest:
+    """postRun hooks as init containers. Without a gate: all of them, in `<run>-postrun`. With a gate, the
+    `post-run` Job runs the gate hook alone (`gate_only`, per attempt), and the `post-gate` Job the others
+    once the gate is resolved, with the final result as AGENT_RESULT and the verdict label as GATE_VERDICT.
+    (Runs started before that split ask for all hooks, the gate hook first, in one Job.)"""
+    if component == "post-gate":
+        hooks = [h for h in run.post_run if not h.gate]
+    elif gate_only and run.gate_hook is not None:
+        hooks = [run.gate_hook]
+    else:
+        hooks = sorted(run.post_run, key=lambda h: not h.gate)  # the gate hook first, others keep their order
     inits = [_setup_container(run)]
     for h in hooks:
-        env = [*_common_hook_env(run),
-               *_env([("AGENT_EXIT_CODE", str(agent_exit_code)), ("AGENT_RESULT", cut_utf8(agent_result))]),
-               *_spec_env(run), *_hook_own_env(h)]
+        pairs = [("AGENT_EXIT_CODE", str(agent_exit_code)), ("AGENT_RESULT", cut_utf8(agent_result))]
+        if gate_verdict is not None:
+            pairs.append(("GATE_VERDICT", gate_verdict))
+        env = [*_common_hook_env(run), *_env(pairs), *_spec_env(run), *_hook_own_env(h)]
         if h.gate:
             env.append({"name": "GATE_MODE", "value": "true"})
-        inits.append(_hook_container(h, "post-run", env, run))
+        inits.append(_hook_container(h, component, env, run))
     done = {"name": "done", "image": SETUP_IMAGE, "command": ["true"], "volumeMounts": _mounts(run),
             "securityContext": dict(SECURE_CONTAINER)}
     pod = {"serviceAccountName": lifecycle_name(run) if run.rbac else AGENT_SERVICE_ACCOUNT,
            "automountServiceAccountToken": bool(run.rbac),
            "initContainers": inits, "containers": [done], "volumes": _volumes(run)}
-    return _job(run, "post-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=hook_deadline(hooks))
+    return _job(run, component, workflow_id=workflow_id, pod_spec=pod, deadline_seconds=hook_deadline(hooks),
+                attempt=attempt)

@@ -172,7 +172,7 @@ async def delete_run(name: str, state: StateDep, who: Identity, namespace: Names
                "schema": VerdictBody.model_json_schema()}}}},
            responses={400: {"description": "not a verdict (bad JSON, unknown action, missing response)"},
                       401: {"description": "missing or invalid token"}, 404: {"description": "no such run"},
-                      409: {"description": "no gate can take a verdict (none, decided, or run finished)"}})
+                      409: {"description": "no gate can take a verdict (none, not waiting yet, decided, or run finished)"}})
 async def gate_verdict(name: str, request: Request, state: StateDep, who: Identity,
                        namespace: Namespace = "default") -> GateView:
     try:

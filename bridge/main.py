@@ -217,8 +217,13 @@ class Bridge:
 
     async def _forward_verdict(self, obj: dict[str, Any], ref: RunRef, wid: str) -> None:
         """The Sympozium way of giving a verdict: a gate hook patches the run's annotation."""
-        text = ((obj.get("metadata") or {}).get("annotations") or {}).get(VERDICT_ANNOTATION)
-        if not text or self._verdicts.get(wid) == text:
+        meta = obj.get("metadata") or {}
+        text = (meta.get("annotations") or {}).get(VERDICT_ANNOTATION)
+        if not text:
+            # Gone (the gate's step removes one written before the gate): the same text later is a new verdict.
+            self._verdicts.discard(wid)
+            return
+        if self._verdicts.get(wid) == text:
             return
         verdict = parse_annotation(text)
         self._verdicts.add(wid, text)
@@ -226,6 +231,8 @@ class Bridge:
             log.info("ignoring malformed gate verdict on %s/%s", ref.namespace, ref.name)
             return
         verdict.decided_by = lifecycle_subject(ref.namespace, ref.name)
+        # The version it was seen in: the workflow refuses a verdict written before its gate started.
+        verdict.resource_version = meta.get("resourceVersion")
         await self.temporal.get_workflow_handle(wid).signal(AgentRunWorkflow.verdict, verdict)
         log.info("forwarded gate verdict %s for %s", verdict.action, wid)
 

@@ -13,8 +13,8 @@ from pydantic import BaseModel
 
 SUBJECT_PREFIX = "sympozium"
 
-Topic = Literal["agent.run.started", "agent.run.phase", "agent.run.gate.pending", "agent.run.completed",
-                "agent.run.failed"]
+Topic = Literal["agent.run.started", "agent.run.phase", "agent.run.gate.pending", "agent.run.gate.refused",
+                "agent.run.completed", "agent.run.failed"]
 
 
 class RunEvent(BaseModel):

@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 VERDICT_ANNOTATION = "sympozium.ai/gate-verdict"
+# Who wrote the verdict annotation, stamped by the admission webhook (which refuses it from anyone else).
+VERDICT_BY_ANNOTATION = "sympozium.ai/gate-verdict-by"
 BLOCKED_TEXT = "Response blocked: gate hook did not return a verdict"
 REJECTED_TEXT = "Response blocked by policy"
 
@@ -27,6 +29,8 @@ class Verdict(BaseModel):
     # Who decided: the API caller's identity, the gate hook's ServiceAccount, or "temporal".
     decided_by: str = "temporal"
     source: Literal["api", "annotation", "temporal"] = "temporal"
+    # An annotation verdict: the run's resourceVersion in which the bridge saw it (older than the gate: refused).
+    resource_version: str | None = None
 
 
 class GateView(BaseModel):

@@ -34,6 +34,8 @@ ANNOTATION_WORKFLOW = "agentrun.dev/workflow-id"
 ANNOTATION_CREATED_BY = "agentrun.dev/created-by"
 ANNOTATION_TICK = "agentrun.dev/tick-workflow"
 ANNOTATION_TICK_TIME = "agentrun.dev/tick-time"
+# On a gate's Job: the run's resourceVersion when its gate started (annotation verdicts older than that are refused).
+ANNOTATION_GATE_FROM = "agentrun.dev/gate-from-version"
 
 # The run's finalizer: the worker removes it once the run's objects are cleaned up.
 RUN_FINALIZER = "agentrun.dev/cleanup"
@@ -43,9 +45,13 @@ SCHEDULE_FINALIZER = "agentrun.dev/schedule"
 AGENT_SERVICE_ACCOUNT = "sympozium-agent"
 MAX_LABEL_VALUE = 63  # also a Job's name limit: it becomes the pods' job-name label
 
-Component = Literal["prerun", "agent-run", "post-run"]
-_JOB_SUFFIX: dict[str, str] = {"prerun": "-prerun", "agent-run": "", "post-run": "-postrun"}
-_CONTAINER_PREFIX: dict[str, str] = {"prerun": "pre", "post-run": "post"}
+# A run's Jobs: preRun hooks, the agent, postRun hooks (with a gate: the gate hook alone), and with a gate
+# the other postRun hooks once the gate is resolved ("post-gate", labelled post-run like Sympozium's).
+Component = Literal["prerun", "agent-run", "post-run", "post-gate"]
+_JOB_SUFFIX: dict[str, str] = {"prerun": "-prerun", "agent-run": "", "post-run": "-postrun",
+                               "post-gate": "-postgate"}
+_CONTAINER_PREFIX: dict[str, str] = {"prerun": "pre", "post-run": "post", "post-gate": "post"}
+_COMPONENT_LABEL: dict[str, str] = {"post-gate": "post-run"}
 
 
 def lifecycle_name(run: str) -> str:
@@ -62,13 +68,20 @@ def workspace_name(run: str) -> str:
     return f"{run}-workspace"
 
 
-def job_name(run: str, component: Component) -> str:
-    """`<run>`, `<run>-prerun`, `<run>-postrun`; a name too long for a Job is shortened with a hash.
+def component_label(component: str) -> str:
+    """The `sympozium.ai/component` label of a Job of `component` (`prerun`, `agent-run` or `post-run`)."""
+    return _COMPONENT_LABEL.get(component, component)
+
+
+def job_name(run: str, component: Component, attempt: int = 1) -> str:
+    """`<run>`, `<run>-prerun`, `<run>-postrun`, `<run>-postgate`; from a retried run's second attempt on,
+    its agent and gate Jobs are `<run>-try<N>` and `<run>-try<N>-postrun`. A name too long for a Job is
+    shortened with a hash.
 
     Cutting alone would give a 63-character run's three Jobs the same name, and the agent
     step would then adopt the preRun Job as its own.
     """
-    suffix = _JOB_SUFFIX[component]
+    suffix = (f"-try{attempt}" if attempt > 1 else "") + _JOB_SUFFIX[component]
     name = run + suffix
     if len(name) <= MAX_LABEL_VALUE:
         return name

@@ -31,6 +31,7 @@ class ConditionType(StrEnum):
     GATE_RESOLVED = "GateResolved"
     STEP_FAILED = "StepFailed"
     RESULT_CUT = "ResultCut"
+    VERDICT_REFUSED = "VerdictRefused"  # the last verdict the gate refused, and who sent it
 
 
 class Reason(StrEnum):
@@ -39,6 +40,12 @@ class Reason(StrEnum):
     SLOT_GRANTED = "SlotGranted"
     POST_RUN_JOB_FAILED = "PostRunJobFailed"
     RESULT_TOO_LARGE = "ResultTooLarge"
+    # Why a verdict was refused (VerdictRefused's reason).
+    NO_GATE = "NoGate"
+    NO_GATE_WAITING = "NoGateWaiting"
+    OLDER_THAN_GATE = "OlderThanGate"
+    ALREADY_DECIDED = "AlreadyDecided"
+    RUN_FINISHED = "RunFinished"
 
 
 class FailureReason(StrEnum):
@@ -60,6 +67,7 @@ class Stopped(StrEnum):
     HOOK_TIMEOUT = "HookTimeout"
     DEADLINE = "WorkflowDeadline"
     VERDICT = "StoppedForVerdict"
+    GATE_TIMEOUT = "GateTimeout"  # the gate hook still ran when gateTimeout expired
 
 
 class RunState(BaseModel):

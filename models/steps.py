@@ -77,6 +77,10 @@ class JobRequest(BaseModel):
     workflow_id: str
     agent_exit_code: int = 0
     agent_result: str = ""
+    gate_only: bool = False  # the post-run Job of a gated run: the gate hook alone
+    gate_verdict: str | None = None  # the post-gate Job: the gate's label, as GATE_VERDICT
+    attempt: int = 1  # a retried run's attempt: its agent and gate Jobs have their own names
+    task: str | None = None  # a retried attempt's task (the original, the rejected output, the feedback)
 
 
 class JobRef(BaseModel):
@@ -160,10 +164,14 @@ class StartJob(BaseModel):
     prepare: bool = False
     status: StatusUpdate | None = None
     events: list[RunEvent] = Field(default_factory=list)
+    # The gate starts: remove a verdict annotation written before it (it is no verdict), first; the run's
+    # resourceVersion after that tells later annotation verdicts from older ones.
+    clear_verdict: bool = False
 
 
 class JobStarted(BaseModel):
     job: JobRef
+    run_version: str | None = None  # with clear_verdict: the run's resourceVersion once the annotation is gone
     workspace_uid: str | None = None  # the workspace PVC's, when this step made (or found) it
     unpublished: list[RunEvent] = Field(default_factory=list)
 

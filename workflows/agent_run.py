@@ -65,11 +65,15 @@ with workflow.unsafe.imports_passed_through():
     from models.timestamps import parse_rfc3339, rfc3339
 
     from . import policies
-    from .gate import Gate
+    from .gate import Gate, Refusal
     from .slot_client import SlotClient
 
 A = TypeVar("A")
 R = TypeVar("R")
+
+# Runs started with this marker take verdicts only while the gate waits (refusing, and recording, the others),
+# run the gate hook alone and the other postRun hooks after the verdict, and stop a gate hook at gateTimeout.
+GATE_PATCH = "gate-hooks-after-verdict"
 
 __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult", "RunState", "workflow_id"]
 
@@ -131,25 +135,36 @@ class AgentRunWorkflow:
 
     @workflow.signal
     def verdict(self, verdict: Verdict) -> None:
-        """A verdict without a reply (the annotation path); the first verdict wins."""
+        """A verdict without a reply (the annotation path); the first one while the gate waits wins."""
         self._gate.offer(verdict)
+        self._record_refusals()
 
     @workflow.update
     async def submit_verdict(self, verdict: Verdict) -> GateView:
-        """A verdict with a reply: the gate once it is resolved (one given before the gate waits is kept for it)."""
-        if not self._gate.accept(verdict):
+        """A verdict with a reply: the gate once it is resolved. A verdict the gate cannot take fails the
+        Update with the reason (the API answers 409), and is recorded in the history and the conditions."""
+        if self._gate.strict:
+            refusal = self._gate.refusal(verdict)
+            if refusal is not None:
+                self._gate.refuse(refusal)
+                self._record_refusals()
+                raise ApplicationError(refusal.why, type="VerdictRefused", non_retryable=True)
+            self._gate.accept(verdict)
+        elif not self._gate.accept(verdict):
             return GateView(state="accepted", reason="kept until the gate starts", decided_by=verdict.decided_by)
         await workflow.wait_condition(lambda: self._gate.answered)
         return self._gate.view
 
     @submit_verdict.validator
     def _check_verdict(self, verdict: Verdict) -> None:
-        self._gate.check(verdict)
+        if not self._gate.strict:  # strict runs take every Update in, to record a refusal in the history
+            self._gate.check(verdict)
 
     # -- the run ------------------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, start: StartRun) -> RunResult:
+        self._gate.strict = workflow.patched(GATE_PATCH)
         self._ref = start.ref
         workflow.upsert_search_attributes([SA_NAMESPACE.value_set(start.ref.namespace),
                                            SA_NAME.value_set(start.ref.name), SA_PHASE.value_set(Phase.PENDING)])
@@ -261,15 +276,30 @@ class AgentRunWorkflow:
 
     async def _hook_job(self, run: ResolvedRun, component: Component, *, prepare: bool = False,
                         agent: AgentOutcome | None = None, gate: GateStatus | None = None,
-                        stop_when: Callable[[], bool] | None = None) -> HookOutcome:
-        hooks = run.pre_run if component == "prerun" else run.post_run
+                        stop_when: Callable[[], bool] | None = None, until: datetime | None = None,
+                        after_gate: tuple[str, str] | None = None) -> HookOutcome:
+        """A Job of hooks, to its end. `gate`: the gate's Job (with GATE_PATCH, the gate hook alone, stopped
+        at `until`); `after_gate` = (label, final result): the other postRun hooks once the gate is resolved."""
+        if component == "prerun":
+            hooks = run.pre_run
+        elif component == "post-gate":
+            hooks = [h for h in run.post_run if not h.gate]
+        elif gate is not None and self._gate.strict and run.gate_hook is not None:
+            hooks = [run.gate_hook]
+        else:
+            hooks = run.post_run
         phase = Phase.POST_RUNNING if component == "post-run" else None
+        summary = (f"gate hook {hooks[0].name}" if component == "post-run" and gate is not None and self._gate.strict
+                   else f"{component} Job with {len(hooks)} hook(s)")
         job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
-                                    summary=f"{component} Job with {len(hooks)} hook(s)")
+                                    after_gate=after_gate, summary=summary)
         report = await self._wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
-                                  hooks=hooks, stop_when=stop_when)
+                                  hooks=hooks, stop_when=stop_when, until=until)
         if report.state.reason == Stopped.VERDICT:
             return HookOutcome(ok=True, message="stopped: the gate has its verdict")
+        if report.state.reason == Stopped.GATE_TIMEOUT:
+            return HookOutcome(ok=False, failed_hook=hooks[0].name, exit_code=124,
+                               message=f"stopped: gateTimeout ({run.gate_timeout_seconds}s) reached")
         if report.hook is not None:
             return report.hook
         # Stopped by the workflow: which hook ran out of time is known from the wait.
@@ -290,10 +320,13 @@ class AgentRunWorkflow:
         return report.agent
 
     async def _start_job(self, run: ResolvedRun, component: Component, *, prepare: bool, phase: Phase | None,
-                         summary: str, agent: AgentOutcome | None = None, gate: GateStatus | None = None) -> JobRef:
+                         summary: str, agent: AgentOutcome | None = None, gate: GateStatus | None = None,
+                         after_gate: tuple[str, str] | None = None) -> JobRef:
         name = job_name(run.ref.name, component)
         req = JobRequest(run=run, component=component, workflow_id=workflow.info().workflow_id)
+        strict_gate = gate is not None and self._gate.strict
         status: AgentRunStatus | None = None
+        conditions: list[Condition] | None = None
         if phase == Phase.RUNNING:
             status = AgentRunStatus(phase=phase, job_name=name)
         elif phase == Phase.POST_RUNNING:
@@ -308,23 +341,39 @@ class AgentRunWorkflow:
             req.agent_result = agent.response if agent.status == "success" else agent.error
             status = status or AgentRunStatus()
             status.exit_code = agent.exit_code
+        if strict_gate:
+            req.gate_only = True
+            conditions = list(self._conditions.values())  # e.g. a verdict refused before the gate
+        if after_gate is not None:
+            # The gate is resolved: the status says so now, and the hooks see the final result and the label.
+            req.gate_verdict, req.agent_result = after_gate
+            status = status or AgentRunStatus()
+            status.gate, status.gate_verdict = self._gate_status(), after_gate[0]
+            conditions = list(self._conditions.values())
         if prepare:
             summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
-        update = StatusUpdate(status=status) if status is not None else None
+        update = StatusUpdate(status=status, conditions=conditions) if status is not None else None
         started: JobStarted = await self._act(KubeActivities.start_job, StartJob(
-            job=req, prepare=prepare, status=update, events=self._take_events()), summary)
+            job=req, prepare=prepare, status=update, events=self._take_events(), clear_verdict=strict_gate),
+            summary)
         self._retry_later(started.unpublished)
+        if strict_gate:
+            self._gate.started(started.run_version)
+            self._record_refusals()
         self._jobs.append(started.job)
         self._workspace_uid = started.workspace_uid or self._workspace_uid
         self._state.jobs[component] = started.job.name
         return started.job
 
     async def _wait(self, job: JobRef, *, deadline: timedelta, hooks: list[ResolvedHook] | None = None,
-                    stop_when: Callable[[], bool] | None = None) -> JobReport:
+                    stop_when: Callable[[], bool] | None = None, until: datetime | None = None) -> JobReport:
         """Wait for the Job: woken by the bridge's signal, or by the slow fallback look, or a deadline.
 
-        With `stop_when` (the gate's verdict), the Job is stopped as soon as it holds."""
+        With `stop_when` (the gate's verdict), the Job is stopped as soon as it holds; at `until`
+        (gateTimeout) it is stopped whatever it does."""
         end = workflow.now() + deadline
+        if until is not None:
+            end = min(end, until)
         by_container = {hook_container(job.component, h.name): h for h in hooks or []}
         hook_end: datetime | None = None
         while True:
@@ -357,6 +406,9 @@ class AgentRunWorkflow:
                 if now >= hook_end:
                     await self._stop(job, "hook timeout")
                     return JobReport(state=state.model_copy(update={"finished": True, "reason": Stopped.HOOK_TIMEOUT}))
+            if until is not None and now >= until:
+                await self._stop(job, "gateTimeout")
+                return JobReport(state=state.model_copy(update={"finished": True, "reason": Stopped.GATE_TIMEOUT}))
             if now >= end:
                 if job.component == "agent-run":
                     report = await self._observe(job, None, timed_out=True)  # what the agent said so far
@@ -376,25 +428,31 @@ class AgentRunWorkflow:
         await self._act(KubeActivities.delete_job, DeleteJob(job=job), f"stop Job {job.name}: {why}")
 
     async def _gate_and_postrun(self, run: ResolvedRun, agent: AgentOutcome) -> tuple[GateStatus, str]:
-        """postRun with a gate hook: wait for a verdict (durably, with no pod) or gateTimeout.
+        """postRun with a gate hook: wait for a verdict (durably, with no pod) or gateTimeout; then the other
+        postRun hooks, which see the final result and the verdict.
 
-        Returns the gate's status and the final result. A gate hook that exits 0 leaves the run
-        waiting; one that fails without a verdict resolves the gate at once. A gate hook killed only
-        for its own timeout (a Sympozium-style `sleep` approval hook) also leaves the run waiting."""
+        Returns the gate's status and the final result. The gate hook runs alone; one that exits 0
+        leaves the run waiting, one that fails without a verdict resolves the gate at once, and one
+        still running at gateTimeout is stopped (gateDefault applies). A gate hook killed only for its
+        own timeout (a Sympozium-style `sleep` approval hook) also leaves the run waiting."""
         gate = run.gate_hook
         assert gate is not None
+        strict = self._gate.strict
         started = workflow.now()
         self._gate.open(rfc3339(started))
+        self._record_refusals()
         workflow.upsert_search_attributes([SA_GATE.value_set("pending")])
+        gate_end = started + timedelta(seconds=run.gate_timeout_seconds)
         hook = await self._hook_job(run, "post-run", agent=agent, stop_when=lambda: self._gate.verdict is not None,
-                                    gate=GateStatus(state="pending", requested_at=rfc3339(started)))
+                                    gate=GateStatus(state="pending", requested_at=rfc3339(started)),
+                                    until=gate_end if strict else None)
         gate_failed = (not hook.ok and hook.failed_hook == gate.name and hook.exit_code != 124
                        and self._gate.verdict is None)
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
             self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {hook.message}")
         if self._gate.verdict is None and not gate_failed:
             self._state.step = "waiting for a gate verdict"
-            remaining = started + timedelta(seconds=run.gate_timeout_seconds) - workflow.now()
+            remaining = gate_end - workflow.now()
             try:
                 await workflow.wait_condition(lambda: self._gate.verdict is not None,
                                               timeout=max(remaining.total_seconds(), 0.001))
@@ -403,17 +461,43 @@ class AgentRunWorkflow:
         label, final, reason = self._gate.close(
             agent_text=agent.response if agent.status == "success" else "", gate_default=run.gate_default,
             gate_timeout_seconds=run.gate_timeout_seconds, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()))
+        self._record_refusals()
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
         self._cond(ConditionType.GATE_RESOLVED, "True", label, reason)
+        if strict and any(not h.gate for h in run.post_run):
+            after = await self._hook_job(run, "post-gate", agent=agent, after_gate=(label, final))
+            if not after.ok:
+                self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
+                           f"postRun {after.message}")
+        return self._gate_status(), final
+
+    def _gate_status(self) -> GateStatus:
         v = self._gate.view
-        return GateStatus(state=label, requested_at=v.requested_at, decided_at=v.decided_at,
-                          decided_by=v.decided_by, reason=v.reason), final
+        return GateStatus(state=v.state, requested_at=v.requested_at, decided_at=v.decided_at,
+                          decided_by=v.decided_by, reason=v.reason)
+
+    def _record_refusals(self) -> None:
+        """Refused verdicts go into the run's conditions (the last one, with who sent it; written with the
+        next status write) and an event each. Before the run has started they wait for it."""
+        if self._ref is None:
+            return
+        refusals, self._gate.refusals = self._gate.refusals, []
+        for r in refusals:
+            self._refused(r)
+
+    def _refused(self, r: Refusal) -> None:
+        v = r.verdict
+        self._cond(ConditionType.VERDICT_REFUSED, "True", r.reason,
+                   f"{v.action} from {v.decided_by} ({v.source}) refused: {r.why}")
+        self._emit("agent.run.gate.refused", {"action": v.action, "decidedBy": v.decided_by, "source": v.source,
+                                              "reason": r.reason, "message": r.why})
 
     async def _finish(self, phase: Phase, *, result: str | None = None, error: str | None = None,
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
                       gate: GateStatus | None = None, failure: FailureReason = FailureReason.OTHER) -> RunResult:
         """The run's end: its status (with every condition recorded by `_cond`) and events; the result."""
         self._gate.done = True
+        self._record_refusals()
         status = AgentRunStatus(phase=phase, completed_at=rfc3339(workflow.now()),
                                 workflow_id=workflow.info().workflow_id, result=result, error=error,
                                 exit_code=exit_code, gate=gate, gate_verdict=gate.state if gate else None,

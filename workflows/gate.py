@@ -1,35 +1,84 @@
 """The response gate inside one run (SPEC §4): which verdict counts, what the API sees, how it resolves.
 
 Pure state, used by AgentRunWorkflow's handlers and its postRun step; it never waits or calls out.
+
+A verdict counts only while the gate waits (`strict`, every run started since verdicts became
+authentic): one sent before the gate starts is refused, and so is an annotation verdict the bridge
+saw in a version of the run older than the gate (the gate's step removes the annotation first and
+notes the run's version). Every refusal is kept, with who sent it, for the run's conditions and
+events. Runs started before keep the old rules: the first verdict wins, whenever it came.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.gate import GateView, Label, Verdict, resolve
+    from models.run import Reason
+
+
+@dataclass
+class Refusal:
+    verdict: Verdict
+    reason: Reason
+    why: str
+
+
+def _version(v: str | None) -> int | None:
+    """A resourceVersion as a number (etcd's revision, what every API server gives), or None."""
+    return int(v) if v is not None and v.isdigit() else None
 
 
 class Gate:
     def __init__(self) -> None:
         self.has_gate: bool | None = None  # None until the run is resolved
-        self.verdict: Verdict | None = None  # the first verdict wins
-        self.refused: list[Verdict] = []  # later ones, kept for the record
+        self.strict = False  # verdicts only while the gate waits (set once the run starts, if it is new enough)
+        self.verdict: Verdict | None = None  # the first verdict that counts wins
+        self.refused: list[Verdict] = []  # the others, kept for the record
+        self.refusals: list[Refusal] = []  # refused, not yet recorded in the run's conditions and events
         self.view = GateView(state="none")
         self.done = False  # the run has finished: no verdict is taken any more
+        self._early: list[Verdict] = []  # offered before the gate started
+        self._unchecked: list[Verdict] = []  # annotation verdicts while the gate's version is not known yet
+        self._from_version: int | None = None
+        self._version_known = False
 
-    # -- the three ways a verdict arrives -------------------------------------------------------------
+    # -- the ways a verdict arrives -------------------------------------------------------------------
 
     def offer(self, verdict: Verdict) -> None:
-        """A verdict without a reply (the annotation path, a plain signal): taken if the gate can still take one."""
-        if self.verdict is None and not self.done and self.has_gate is not False:
-            self.verdict = verdict
+        """A verdict without a reply (the annotation path, a plain signal): taken if the gate can take it."""
+        if self.done or self.has_gate is False or self.verdict is not None or self.view.gate_verdict is not None:
+            self._refuse(verdict)
+        elif self.view.state != "pending":
+            self._early.append(verdict)  # the gate decides when it starts (it knows then which rules apply)
+        elif self.strict and verdict.source == "annotation" and not self._version_known:
+            self._unchecked.append(verdict)
+        elif self.strict and verdict.source == "annotation" and self._older(verdict):
+            self._refuse(verdict, Reason.OLDER_THAN_GATE, "the annotation was written before the gate started")
         else:
-            self.refused.append(verdict)
+            self.verdict = verdict
+
+    def refusal(self, verdict: Verdict) -> Refusal | None:
+        """Why the Update's verdict cannot be taken now (strict runs), or None."""
+        if self.done:
+            return Refusal(verdict, Reason.RUN_FINISHED, "the run has finished")
+        if self.has_gate is False:
+            return Refusal(verdict, Reason.NO_GATE, "the run has no gate (no postRun hook with gate: true)")
+        if self.verdict is not None or self.view.gate_verdict is not None:
+            return Refusal(verdict, Reason.ALREADY_DECIDED, "the gate already has a verdict")
+        if self.view.state != "pending":
+            return Refusal(verdict, Reason.NO_GATE_WAITING, "no gate is waiting")
+        return None
+
+    def refuse(self, refusal: Refusal) -> None:
+        self.refused.append(refusal.verdict)
+        self.refusals.append(refusal)
 
     def check(self, verdict: Verdict) -> None:
-        """The Update's validator: refuse (the caller sees why) what the gate cannot take."""
+        """The Update's validator for runs on the old rules: refuse (the caller sees why) what the gate cannot take."""
         if self.done:
             raise ValueError("the run has finished")
         if self.has_gate is False:
@@ -38,7 +87,7 @@ class Gate:
             raise ValueError("the gate already has a verdict")
 
     def accept(self, verdict: Verdict) -> bool:
-        """The Update's verdict (validated); False when the gate has not started waiting (it is kept for then)."""
+        """The Update's verdict (validated); False when the gate has not started waiting (old rules: kept for then)."""
         self.verdict = verdict
         return self.view.state == "pending"
 
@@ -49,11 +98,28 @@ class Gate:
     # -- the gate's own life -------------------------------------------------------------------------
 
     def open(self, requested_at: str) -> None:
+        """The gate starts waiting. Verdicts offered before: refused (strict), else the first one counts."""
         self.view = GateView(state="pending", requested_at=requested_at)
+        early, self._early = self._early, []
+        for v in early:
+            if self.strict:
+                self._refuse(v, Reason.NO_GATE_WAITING, "sent before the gate started")
+            else:
+                self.offer(v)
+
+    def started(self, run_version: str | None) -> None:
+        """The gate's step removed any older verdict annotation; the run's version then was `run_version`."""
+        self._from_version, self._version_known = _version(run_version), True
+        unchecked, self._unchecked = self._unchecked, []
+        for v in unchecked:
+            self.offer(v)
 
     def close(self, *, agent_text: str, gate_default: str, gate_timeout_seconds: int, hook_failed: bool,
               decided_at: str) -> tuple[Label, str, str]:
         """Resolve as SPEC §4's table says: (label, final result, reason)."""
+        for late in self._unchecked:  # the gate ended before its step said which version it started at
+            self._refuse(late, Reason.OLDER_THAN_GATE, "the gate ended before it could tell the verdict's age")
+        self._unchecked = []
         label, final = resolve(self.verdict, agent_result=agent_text, gate_default=gate_default,
                                hook_failed=hook_failed)
         v = self.verdict
@@ -67,3 +133,18 @@ class Gate:
                              decided_at=decided_at, decided_by=v.decided_by if v else "gate-default",
                              reason=reason, result=final)
         return label, final, reason
+
+    # -- helpers ----------------------------------------------------------------------------------------
+
+    def _older(self, verdict: Verdict) -> bool:
+        seen = _version(verdict.resource_version)
+        return self._from_version is not None and seen is not None and seen <= self._from_version
+
+    def _refuse(self, verdict: Verdict, reason: Reason | None = None, why: str = "") -> None:
+        if reason is None:
+            r = self.refusal(verdict)
+            reason, why = (r.reason, r.why) if r is not None else (Reason.ALREADY_DECIDED, "the gate already has a verdict")
+        if self.strict:
+            self.refuse(Refusal(verdict, reason, why))
+        else:
+            self.refused.append(verdict)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -104,13 +105,68 @@ async def test_update_verdict_while_waiting_without_a_pod_and_a_second_is_refuse
     assert st["gateVerdict"] == "rewritten" and st["result"] == "rewritten!" and st["gate"]["decidedBy"] == "alice"
 
 
-async def test_a_verdict_sent_before_the_gate_starts_is_applied(stack: Stack, namespace: str) -> None:
+def notify_hook() -> dict[str, Any]:
+    return {"name": "notify", "image": "busybox:1.36",
+            "command": ["sh", "-c", 'echo "verdict=$GATE_VERDICT result=$AGENT_RESULT"']}
+
+
+@pytest.mark.parametrize(("verdict", "label", "seen"), [
+    ({"action": "approve"}, "approved", "echo: hello"),
+    ({"action": "reject", "response": "replaced by the reviewer"}, "rejected", "replaced by the reviewer"),
+])
+def test_the_other_postrun_hooks_run_after_the_verdict_and_see_the_final_result(
+        stack: Stack, namespace: str, verdict: dict[str, Any], label: str, seen: str) -> None:
+    # notify comes first in the spec: it still runs only once the gate is resolved, in a Job of its own.
     stack.create(namespace, "agents", agent())
-    stack.create(namespace, "agentruns", agent_run("early", task="sleep:3 hi",
-                                                   lifecycle={"postRun": [gate_hook("true")]}))
+    stack.create(namespace, "agentruns", agent_run("gn", lifecycle={
+        "postRun": [notify_hook(), gate_hook(annotate(verdict) + "; sleep 60")], "rbac": RBAC}, cleanup="keep"))
+    st = stack.wait_phase(namespace, "gn", timeout=90)["status"]
+    assert st["gateVerdict"] == label and st["result"] == seen
+    assert stack.pod_log(namespace, "gn", "post-run", "post-notify").strip() == f"verdict={label} result={seen}"
+    jobs = {j.metadata.name: j for j in stack.batch.list_namespaced_job(
+        namespace, label_selector="sympozium.ai/agent-run=gn").items}
+    assert set(jobs) == {"gn", "gn-postgate"}, "the verdict stopped the gate hook's Job (it ran alone)"
+    after = [c.name for c in jobs["gn-postgate"].spec.template.spec.init_containers]
+    assert "post-notify" in after and "post-gate" not in after
+
+
+def test_gate_timeout_stops_a_gate_hook_that_sleeps_and_the_other_hooks_still_run(stack: Stack,
+                                                                                    namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, "agentruns", agent_run("gts", lifecycle={
+        "postRun": [gate_hook("sleep 300", timeout="10m"), notify_hook()], "gateTimeout": "6s"}, cleanup="keep"))
+    st = stack.wait_phase(namespace, "gts", timeout=60)["status"]
+    assert st["gateVerdict"] == "timeout" and st["result"] == BLOCKED_TEXT
+    took = (datetime.fromisoformat(st["gate"]["decidedAt"]) - datetime.fromisoformat(st["gate"]["requestedAt"]))
+    assert timedelta(seconds=6) <= took < timedelta(seconds=20), f"resolved {took} after the gate started"
+    assert stack.pod_log(namespace, "gts", "post-run", "post-notify").strip() == f"verdict=timeout result={BLOCKED_TEXT}"
+
+
+async def test_a_verdict_before_the_gate_is_refused_and_every_hook_runs_later(stack: Stack, namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    body = agent_run("early", task="sleep:3 hi", cleanup="keep",
+                     lifecycle={"postRun": [gate_hook("true"), notify_hook()], "gateTimeout": "10m"})
+    # Set at creation: not a verdict (it is older than the gate), and removed when the gate starts.
+    body["metadata"]["annotations"] = {"sympozium.ai/gate-verdict": json.dumps({"action": "approve"})}
+    stack.create(namespace, "agentruns", body)
     run = stack.wait_phase(namespace, "early", {"Running"})
     temporal = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
-    await temporal.get_workflow_handle(run["status"]["workflowId"]).signal(
-        AgentRunWorkflow.verdict, Verdict(action="reject", response="not today"))
+    handle = temporal.get_workflow_handle(run["status"]["workflowId"])
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update(AgentRunWorkflow.submit_verdict,
+                                    Verdict(action="reject", response="too early", decided_by="mallory"))
+    assert "no gate is waiting" in str(refused.value.cause)
+
+    def gate_waiting() -> dict[str, Any] | None:
+        r = stack.get_run(namespace, "early") or {}
+        return r if ((r.get("status") or {}).get("gate") or {}).get("state") == "pending" else None
+
+    waiting = wait_for(gate_waiting, timeout=60, what="the gate to wait")
+    assert "sympozium.ai/gate-verdict" not in (waiting["metadata"].get("annotations") or {})
+    gate = await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="bob"))
+    assert gate.gate_verdict == "approved" and gate.decided_by == "bob"
     st = stack.wait_phase(namespace, "early")["status"]
-    assert st["gateVerdict"] == "rejected" and st["result"] == "not today"
+    assert st["gateVerdict"] == "approved" and st["result"] == "echo: hi"
+    refused_cond = next(c for c in st["conditions"] if c["type"] == "VerdictRefused")
+    assert refused_cond["reason"] == "NoGateWaiting"
+    assert stack.pod_log(namespace, "early", "post-run", "post-notify").strip() == "verdict=approved result=echo: hi"

@@ -17,6 +17,7 @@ from temporalio.worker import Replayer
 
 from models.gate import Verdict
 from tests.e2e.conftest import Stack, agent, agent_run
+from tests.waiting import wait_for
 from workflows.agent_run import AgentRunWorkflow
 from workflows.agent_run_v1 import AgentRunWorkflowV1
 
@@ -31,7 +32,14 @@ SHAPES: dict[str, dict[str, Any]] = {
     "invalid-spec": {"timeout": "soon"},
     "gate-timeout": {"lifecycle": {"postRun": [{**HOOK, "gate": True}], "gateTimeout": "2s"}},
     "gate-rejected-by-signal": {"task": "sleep:2 hi", "lifecycle": {"postRun": [{**HOOK, "gate": True}]}},
+    # Since verdicts count only while the gate waits: one refused before the gate, then gateTimeout; and the
+    # other postRun hooks in a Job of their own after the verdict.
+    "gate-refused-early-then-timeout": {"task": "sleep:2 hi", "lifecycle": {
+        "postRun": [{**HOOK, "name": "g", "gate": True}, HOOK], "gateTimeout": "2s"}},
+    "gate-approved-then-hooks": {"lifecycle": {"postRun": [HOOK, {**HOOK, "name": "g", "gate": True}]}},
 }
+EARLY_SIGNAL = {"gate-refused-early-then-timeout"}
+SIGNAL_WHILE_PENDING = {"gate-rejected-by-signal": "reject", "gate-approved-then-hooks": "approve"}
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -41,10 +49,17 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
     task = spec.pop("task", "hello")
     stack.create(namespace, "agentruns", agent_run("r", task=task, **spec))
     client = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
-    if shape == "gate-rejected-by-signal":
+    if shape in EARLY_SIGNAL:
         running = stack.wait_phase(namespace, "r", {"Running"})
         await client.get_workflow_handle(running["status"]["workflowId"]).signal(
             AgentRunWorkflow.verdict, Verdict(action="reject", response="no"))
+    if shape in SIGNAL_WHILE_PENDING:
+        def pending() -> dict[str, Any] | None:
+            r = stack.get_run(namespace, "r") or {}
+            return r if ((r.get("status") or {}).get("gate") or {}).get("state") == "pending" else None
+        waiting = wait_for(pending, timeout=60, what="the gate to wait")
+        await client.get_workflow_handle(waiting["status"]["workflowId"]).signal(
+            AgentRunWorkflow.verdict, Verdict(action=SIGNAL_WHILE_PENDING[shape], response="no"))
     run = stack.wait_phase(namespace, "r")
     handle = client.get_workflow_handle(run["status"]["workflowId"])
     await handle.result()  # the workflow has also finished its cleanup

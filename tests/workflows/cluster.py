@@ -103,6 +103,7 @@ class FakeCluster:
     nats_down: bool = False  # steps cannot publish: their events come back for the workflow to retry
     fail_create: Exception | None = None  # start_job raises this
     fail_begin: Exception | None = None  # begin_run raises this (before it wrote Pending)
+    run_version: int = 100  # the run's resourceVersion; the gate's step (clear_verdict) moves it on
     calls: list[tuple[str, Any]] = field(default_factory=list)
     created: list[Job] = field(default_factory=list)
     events: list[RunEvent] = field(default_factory=list)  # published, by a step or retried alone
@@ -187,7 +188,12 @@ class FakeCluster:
             await cluster._called("start_job", req)
             if cluster.fail_create is not None:
                 raise cluster.fail_create
-            ref = JobRef(namespace=req.job.run.ref.namespace, name=job_name(req.job.run.ref.name, req.job.component),
+            version = None
+            if req.clear_verdict:
+                cluster.run_version += 1
+                version = str(cluster.run_version)
+            ref = JobRef(namespace=req.job.run.ref.namespace,
+                         name=job_name(req.job.run.ref.name, req.job.component, req.job.attempt),
                          uid=f"job-{next(cluster._uids)}", component=req.job.component)
             script = cluster.jobs.get(req.job.component, JobScript())
             job = Job(ref=ref, script=script, created=activity.info().current_attempt_scheduled_time,
@@ -198,7 +204,7 @@ class FakeCluster:
                 await activity.client().get_workflow_handle(activity.info().workflow_id or "").signal(
                     AgentRunWorkflow.job_finished, JobFinished(name=ref.name, uid=ref.uid, succeeded=script.succeeded,
                                                                reason=script.reason))
-            return JobStarted(job=ref, unpublished=published(req.events))
+            return JobStarted(job=ref, run_version=version, unpublished=published(req.events))
 
         @activity.defn(name="observe_job")
         async def observe_job(req: ObserveJob) -> JobReport:

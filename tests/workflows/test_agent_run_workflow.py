@@ -27,7 +27,8 @@ from temporalio.worker import Worker
 
 from models.gate import BLOCKED_TEXT, REJECTED_TEXT, GateView, Verdict
 from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE, SEARCH_ATTRIBUTES
-from models.steps import RESULT_MAX_BYTES, AgentOutcome, HookOutcome, StartRun
+from models.steps import RESULT_MAX_BYTES, AgentOutcome, HookOutcome, JobFinished, StartRun
+from models.timestamps import parse_rfc3339
 from tests.waiting import wait_for_async
 from workflows.agent_run import AgentRunWorkflow, RunResult, workflow_id
 
@@ -482,3 +483,144 @@ async def test_a_failed_run_says_why_from_what_the_workflow_knows(env: WorkflowE
     result = await _run(env, cluster)
     assert result.phase == "Failed"
     assert _failed_reason(cluster) == reason
+
+
+# -- the gate's hooks, its timeout, and which verdicts count (SPEC §4) --------------------------------
+
+NOTIFY = hook("notify", timeout=120)
+
+
+@pytest.mark.parametrize(("verdict", "label", "final"), [
+    (Verdict(action="approve", decided_by="alice"), "approved", "hi there"),
+    (Verdict(action="reject", response="not today", decided_by="alice"), "rejected", "not today"),
+])
+async def test_the_gate_hook_runs_alone_and_the_other_postrun_hooks_after_the_verdict(
+        env: WorkflowEnvironment, verdict: Verdict, label: str, final: str) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[NOTIFY, GATE_HOOK]), jobs={"post-run": WAITING_GATE})
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await _gate(handle)
+        await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
+        result = await handle.result()
+    assert result == RunResult(phase="Succeeded", result=final)
+    gate_job, after = [r for r in cluster.job_requests() if r.component in ("post-run", "post-gate")]
+    assert (gate_job.component, gate_job.gate_only, gate_job.agent_result) == ("post-run", True, "hi there")
+    assert (after.component, after.gate_verdict, after.agent_result) == ("post-gate", label, final)
+    assert [d.job.component for d in cluster.named("delete_job")] == ["post-run"], "only the gate hook was stopped"
+    starts = cluster.named("start_job")
+    assert [s.clear_verdict for s in starts] == [False, True, False], "the gate's step clears an older annotation"
+    # The verdict is on the status when the later hooks start, before the run ends.
+    assert starts[-1].status is not None and starts[-1].status.status.gate_verdict == label
+    assert cluster.status()["gate_verdict"] == label
+
+
+async def test_the_other_postrun_hooks_run_after_a_gate_timeout_too_and_their_failure_is_recorded(
+        env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK, NOTIFY], gate_timeout=60),
+                          jobs={"post-run": WAITING_GATE, "post-gate": JobScript(succeeded=False)},
+                          hooks={"post-gate": HookOutcome(ok=False, failed_hook="notify", exit_code=3,
+                                                          message='hook "notify" failed with exit code 3')})
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result=BLOCKED_TEXT)
+    after = cluster.job_requests()[-1]
+    assert (after.component, after.gate_verdict, after.agent_result) == ("post-gate", "timeout", BLOCKED_TEXT)
+    status = cluster.status()
+    assert status["gate_verdict"] == "timeout"
+    assert status["conditions"]["PostRunFailed"].message == 'postRun hook "notify" failed with exit code 3'
+
+
+async def test_gate_timeout_stops_a_gate_hook_that_would_run_for_an_hour(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK], gate_timeout=6), jobs={"post-run": WAITING_GATE})
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result=BLOCKED_TEXT)
+    status = cluster.status()
+    requested, decided = (parse_rfc3339(status["gate"][k]) for k in ("requested_at", "decided_at"))
+    assert requested is not None and decided is not None
+    took = decided - requested
+    assert timedelta(seconds=6) <= took < timedelta(seconds=30), f"resolved {took} after the gate started"
+    assert status["gate_verdict"] == "timeout" and status["gate"]["reason"] == "no verdict within 6s"
+    assert [d.job.component for d in cluster.named("delete_job")] == ["post-run"], "the gate hook was stopped"
+    assert "PostRunFailed" not in status["conditions"], "stopping the gate hook at gateTimeout is no hook failure"
+
+
+async def test_a_verdict_before_the_gate_is_refused_and_recorded_then_every_hook_runs(
+        env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK, NOTIFY]), jobs={"agent-run": JobScript(finishes=False),
+                                                                            "post-run": WAITING_GATE})
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await wait_for_async(lambda: _phase_is(handle, "Running"), what="the agent to run")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="mallory",
+                                                                                 source="api"))
+        assert "no gate is waiting" in str(refused.value.cause)
+        # An annotation set before the gate (e.g. at creation) is no verdict either.
+        await handle.signal(AgentRunWorkflow.verdict, Verdict(action="approve", source="annotation",
+                                                               decided_by="unverified", resource_version="7"))
+        await handle.signal(AgentRunWorkflow.job_finished, _finished(cluster, "agent-run"))
+        await _gate(handle)
+        assert (await handle.query(AgentRunWorkflow.gate)).state == "pending", "the early verdicts did not decide"
+        view = await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="bob"))
+        assert (view.state, view.decided_by) == ("approved", "bob")
+        result = await handle.result()
+    assert result == RunResult(phase="Succeeded", result="hi there")
+    assert [r.component for r in cluster.job_requests()] == ["agent-run", "post-run", "post-gate"]
+    refusals = [e for e in cluster.events if e.topic == "agent.run.gate.refused"]
+    assert [(e.data["decidedBy"], e.data["source"], e.data["reason"]) for e in refusals] == [
+        ("mallory", "api", "NoGateWaiting"), ("unverified", "annotation", "NoGateWaiting")]
+    cond = cluster.status()["conditions"]["VerdictRefused"]
+    assert cond.reason == "NoGateWaiting" and "approve from unverified (annotation) refused" in cond.message
+    # Recorded in the history too: the refused Update is there, with its input and its failure.
+    history = await handle.fetch_history()
+    assert sum(1 for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")) == 2
+
+
+@pytest.mark.parametrize(("seen_at", "counts"), [("100", False), ("101", False), ("102", True)])
+async def test_an_annotation_verdict_counts_only_if_written_after_the_gate_started(
+        env: WorkflowEnvironment, seen_at: str, counts: bool) -> None:
+    # The gate's step moves the run from version 100 to 101 (it removes an older annotation).
+    cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK], gate_timeout=600), jobs={"post-run": WAITING_GATE})
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await wait_for_async(lambda: _gate_job_started(cluster), what="the gate's Job")
+        await handle.signal(AgentRunWorkflow.verdict, Verdict(action="reject", response="no", source="annotation",
+                                                               decided_by="sa", resource_version=seen_at))
+        result = await handle.result()
+    status = cluster.status()
+    if counts:
+        assert result.result == "no" and status["gate_verdict"] == "rejected"
+        assert "VerdictRefused" not in status["conditions"]
+    else:
+        assert status["gate_verdict"] == "timeout"
+        assert status["conditions"]["VerdictRefused"].reason == "OlderThanGate"
+
+
+async def test_a_verdict_after_the_decision_is_refused_with_who_sent_it(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK, NOTIFY]),
+                          jobs={"post-run": WAITING_GATE, "post-gate": JobScript(finishes=False)})
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await _gate(handle)
+        await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="alice"))
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="reject", decided_by="eve"))
+        assert "already has a verdict" in str(refused.value.cause)
+        await handle.signal(AgentRunWorkflow.job_finished, _finished(cluster, "post-gate"))
+        result = await handle.result()
+    assert result.result == "hi there"
+    cond = cluster.status()["conditions"]["VerdictRefused"]
+    assert cond.reason == "AlreadyDecided" and cond.message.startswith("reject from eve (temporal) refused")
+
+
+async def _gate_job_started(cluster: FakeCluster) -> bool:
+    return any(j.ref.component == "post-run" for j in cluster.created)
+
+
+def _finished(cluster: FakeCluster, component: str) -> JobFinished:
+    job = next(j for j in cluster.created if j.ref.component == component)
+    job.finished = True
+    return JobFinished(name=job.ref.name, uid=job.ref.uid, succeeded=True)
