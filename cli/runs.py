@@ -209,7 +209,10 @@ def _logs(s: Session, ns: str, name: str, hook: str | None) -> int:
         run = s.run(ns, name)
         lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
         pre = {h.get("name") for h in lifecycle.get("preRun") or []}
-        component: Component = "prerun" if hook in pre else "post-run"
+        gated = {h.get("name") for h in lifecycle.get("postRun") or [] if h.get("gate")}
+        # With a gate, the other postRun hooks run after the verdict in a Job of their own.
+        component: Component = ("prerun" if hook in pre else
+                                "post-gate" if gated and hook not in gated else "post-run")
         job, container = job_name(name, component), hook_container(component, hook)
     with typed_errors(f"list pods of Job {job}"):
         pods: Any = s.core.list_namespaced_pod(ns, label_selector=f"job-name={job}")
