@@ -14,6 +14,7 @@ write behaves exactly like a client's.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -108,6 +109,9 @@ class Ctx:
     webhooks: bool = False
     # The request's options as admission webhooks see them (fieldManager, fieldValidation, dryRun).
     options: dict[str, Any] = field(default_factory=dict)
+    # The write is being computed again from what the mutating webhooks made of it: only the
+    # validating webhooks are left to see it.
+    mutated: bool = False
 
 
 INTERNAL = Ctx(internal=True)
@@ -314,8 +318,9 @@ class APIServer:
         sent_rv = m.get("resourceVersion")
         for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             m.pop(k, None)
-        m["uid"] = str(uuid.uuid4())
-        m["creationTimestamp"] = rfc3339()
+        if not (ctx.mutated and m.get("uid")):  # a mutated create keeps the system fields of its first pass
+            m["uid"] = str(uuid.uuid4())
+            m["creationTimestamp"] = rfc3339()
         if rt.generation:
             m["generation"] = 1
         else:
@@ -336,8 +341,18 @@ class APIServer:
             self._hold(AdmissionRequest(
                 "CREATE", rt, "", ns, name,
                 self._present(rt, obj), None, self._user(ctx), ctx.dry_run, self._options("CreateOptions", ctx),
-            ), commit=lambda: self._commit_create(rt, ns, name, obj, ctx), stale=lambda: False)
+            ), ctx, commit=lambda: self._commit_create(rt, ns, name, obj, ctx), stale=lambda: False,
+                resume=lambda mutated: self._resume_create(rt, ns, obj, mutated, ctx))
         return self._commit_create(rt, ns, name, obj, ctx)
+
+    def _resume_create(self, rt: ResourceType, ns: str, obj: Obj, mutated: Obj | None, ctx: Ctx) -> Obj:
+        """The create again from what the mutating webhooks returned: decoded, defaulted and validated anew
+        (BeforeCreate), the system fields (uid, creationTimestamp) being the server's whatever they say."""
+        body = deep(mutated if mutated is not None else obj)
+        m = meta(body)
+        for k in ("uid", "creationTimestamp"):
+            m[k] = obj["metadata"][k]
+        return self.create(rt, ns, body, dataclasses.replace(ctx, mutated=True))
 
     def _commit_create(self, rt: ResourceType, ns: str, name: str, obj: Obj, ctx: Ctx) -> Obj:
         if self.store.get(rt.key, ns, name) is not None:
@@ -351,11 +366,32 @@ class APIServer:
 
     # -- admission webhooks ------------------------------------------------------------------
 
-    def _hold(self, req: AdmissionRequest, *, commit: Callable[[], Any], stale: Callable[[], bool]) -> None:
-        """Raise `Pending` when webhooks must see `req` first; return when none matches it."""
+    def _hold(self, req: AdmissionRequest, ctx: Ctx, *, commit: Callable[[], Any], stale: Callable[[], bool],
+              resume: Callable[[Obj | None], Any]) -> None:
+        """Raise `Pending` when webhooks must see `req` first (the mutating ones, then, once `resume` computed
+        the write again from their result, the validating ones); return when none matches it."""
+        if not ctx.mutated:
+            hooks = self.webhooks.matching(req, mutating=True)
+            if hooks:
+                raise Pending(req, hooks, commit, stale, resume)
         hooks = self.webhooks.matching(req)
         if hooks:
             raise Pending(req, hooks, commit, stale)
+
+    @staticmethod
+    def _check_immutable(rt: ResourceType, before: Obj, after: Obj) -> None:
+        """ValidateObjectMetaUpdate for what a mutating webhook returned for an update."""
+        causes: list[Cause] = []
+        old_m, new_m = before["metadata"], after.get("metadata")
+        if not isinstance(new_m, dict):
+            raise bad_request("metadata must be an object")
+        for k in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                  "deletionGracePeriodSeconds"):
+            if new_m.get(k) != old_m.get(k):
+                causes.append((f"metadata.{k}", "FieldValueInvalid",
+                               f"Invalid value: {json.dumps(new_m.get(k))}: field is immutable"))
+        if causes:
+            raise invalid(f"{rt.kind}{'.' + rt.group if rt.group else ''}", str(old_m.get("name", "")), causes)
 
     @staticmethod
     def _user(ctx: Ctx) -> UserInfo:
@@ -399,8 +435,8 @@ class APIServer:
         if "metadata" in obj and not isinstance(obj["metadata"], dict):
             raise bad_request("metadata must be an object")
         self._check_field_types(rt, obj)
-        if rt.key == webhook_config.CONFIG_KEY:
-            webhook_config.check_types(obj)
+        if rt.key in webhook_config.KINDS:
+            webhook_config.check_types(obj, rt.kind)
         return obj
 
     @staticmethod
@@ -558,8 +594,17 @@ class APIServer:
             self._hold(AdmissionRequest(
                 "UPDATE", rt, subresource, self._admission_namespace(rt, old), om["name"], self._present(rt, new),
                 self._present(rt, old), self._user(ctx), ctx.dry_run, self._options("UpdateOptions", ctx),
-            ), commit=lambda: self._commit_update(rt, old, new, ctx), stale=self._changed_since(rt, old))
+            ), ctx, commit=lambda: self._commit_update(rt, old, new, ctx), stale=self._changed_since(rt, old),
+                resume=lambda mutated: self._resume_update(rt, old, new, mutated, ctx, subresource))
         return self._commit_update(rt, old, new, ctx)
+
+    def _resume_update(self, rt: ResourceType, old: Obj, new: Obj, mutated: Obj | None, ctx: Ctx,
+                       subresource: str) -> Obj:
+        """The update again from what the mutating webhooks returned (defaults and validation anew)."""
+        if mutated is None:
+            mutated = new
+        self._check_immutable(rt, new, mutated)
+        return self._write_update(rt, old, mutated, dataclasses.replace(ctx, mutated=True), subresource)
 
     def _commit_update(self, rt: ResourceType, old: Obj, new: Obj, ctx: Ctx) -> Obj:
         m = new["metadata"]
@@ -594,7 +639,8 @@ class APIServer:
             self._hold(AdmissionRequest(
                 "DELETE", rt, "", self._admission_namespace(rt, old), name, None, self._present(rt, old),
                 self._user(ctx), dry_run, opts.review_options(),
-            ), commit=lambda: self._commit_delete(rt, old, opts, ctx), stale=self._changed_since(rt, old))
+            ), ctx, commit=lambda: self._commit_delete(rt, old, opts, ctx), stale=self._changed_since(rt, old),
+                resume=lambda _: self.delete(rt, ns, name, opts, dataclasses.replace(ctx, mutated=True)))
         return self._commit_delete(rt, old, opts, ctx)
 
     def _commit_delete(self, rt: ResourceType, old: Obj, opts: DeleteOptions, ctx: Ctx) -> tuple[Obj, bool]:
@@ -717,8 +763,8 @@ class APIServer:
             self._crd_status(obj)
         elif kind == "*custom*":
             self._custom_defaults(rt, obj, ctx)
-        elif kind == webhook_config.CONFIG_KIND and rt.group == webhook_config.GROUP:
-            webhook_config.set_defaults(obj)
+        elif rt.key in webhook_config.KINDS:
+            webhook_config.set_defaults(obj, rt.kind)
 
     def _prepare_update(self, rt: ResourceType, new: Obj, old: Obj, ctx: Ctx, subresource: str) -> None:
         if rt.kind == "Secret":
@@ -727,8 +773,8 @@ class APIServer:
             self._custom_defaults(rt, new, ctx)
         if rt.kind == "CustomResourceDefinition" and subresource != "status":
             self._crd_status(new)
-        if rt.key == webhook_config.CONFIG_KEY:
-            webhook_config.set_defaults(new)
+        if rt.key in webhook_config.KINDS:
+            webhook_config.set_defaults(new, rt.kind)
         if rt.kind in ("Deployment", "ReplicaSet") and subresource != "status":
             workloads.set_defaults(new)
         if rt.kind == "Service" and subresource != "status":
@@ -785,7 +831,10 @@ class APIServer:
         automount = spec.get("automountServiceAccountToken")
         if automount is None:
             automount = sa_obj.get("automountServiceAccountToken", True)
-        if automount is not False:
+        # A create computed again after mutating webhooks was defaulted already: the volume is not added twice.
+        defaulted = any(isinstance(v, dict) and str(v.get("name", "")).startswith("kube-api-access-")
+                        and v.get("projected") for v in spec.get("volumes") or [])
+        if automount is not False and not defaulted:
             vol_name = "kube-api-access-" + rand_suffix()
             spec.setdefault("volumes", []).append({
                 "name": vol_name,
@@ -909,8 +958,8 @@ class APIServer:
             causes += self._validate_data(obj, kind)
         elif kind == "CustomResourceDefinition":
             causes += self._validate_crd(obj, old)
-        elif rt.key == webhook_config.CONFIG_KEY:
-            causes += webhook_config.validate_configuration(obj)
+        elif rt.key in webhook_config.KINDS:
+            causes += webhook_config.validate_configuration(obj, rt.kind)
         elif kind in ("Role", "ClusterRole"):
             for i, r in enumerate(obj.get("rules") or []):
                 if not isinstance(r, dict) or not r.get("verbs"):

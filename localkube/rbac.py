@@ -69,10 +69,11 @@ class UserInfo:
 
     name: str
     groups: tuple[str, ...] = ()
+    uid: str = ""
 
     @staticmethod
-    def service_account(namespace: str, name: str) -> UserInfo:
-        """The identity a service-account token authenticates as, groups included."""
+    def service_account(namespace: str, name: str, uid: str = "") -> UserInfo:
+        """The identity a service-account token authenticates as, groups included (uid: the ServiceAccount's)."""
         return UserInfo(
             name=f"{SERVICE_ACCOUNT_USERNAME_PREFIX}{namespace}:{name}",
             groups=(
@@ -80,6 +81,7 @@ class UserInfo:
                 f"{ALL_SERVICE_ACCOUNTS_GROUP}:{namespace}",
                 AUTHENTICATED_GROUP,
             ),
+            uid=uid,
         )
 
 

@@ -131,6 +131,8 @@ def _builtin() -> list[ResourceType]:
                      namespaced=False, verbs=("create",), generation=False),
         ResourceType("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                      "ValidatingWebhookConfiguration", namespaced=False, categories=("api-extensions",)),
+        ResourceType("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                     "MutatingWebhookConfiguration", namespaced=False, categories=("api-extensions",)),
     ]
     return core + others
 

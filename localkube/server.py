@@ -736,14 +736,32 @@ class App:
                 try:
                     return write()
                 except Pending as pending:
-                    await self.api.webhooks.dispatch(pending.request, pending.hooks, ctx.warnings)
-                    if not pending.stale():
-                        return cast(T, pending.commit())
                     request = pending.request
+                    done, result = await self._admit(pending, ctx)
+                    if done:
+                        return cast(T, result)
             raise conflict(request.rt.qualified, request.name)
         except StatusError as e:
             e.headers = self._warnings(ctx)
             raise
+
+    async def _admit(self, pending: Pending, ctx: Ctx) -> tuple[bool, Any]:
+        """Mutating webhooks (then the write computed again from their result), validating webhooks, commit.
+
+        (False, None) when the stored object changed meanwhile and the write must be computed again."""
+        webhooks = self.api.webhooks
+        if pending.resume is not None:
+            obj = await webhooks.mutate(pending.request, pending.hooks, ctx.warnings)
+            if pending.stale():
+                return False, None
+            try:
+                return True, pending.resume(obj)
+            except Pending as validating:
+                pending = validating
+        await webhooks.dispatch(pending.request, pending.hooks, ctx.warnings)
+        if pending.stale():
+            return False, None
+        return True, pending.commit()
 
     async def _delete_collection(self, rt: ResourceType, ns: str, match: Callable[[Obj], bool],
                                  opts: DeleteOptions, ctx: Ctx) -> list[Obj]:

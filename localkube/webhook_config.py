@@ -1,4 +1,4 @@
-"""The ValidatingWebhookConfiguration kind: its typed decoding, defaults and validation.
+"""The Validating- and MutatingWebhookConfiguration kinds: their typed decoding, defaults and validation.
 
 kube-apiserver decodes admissionregistration/v1 objects into typed structs (a value of the wrong JSON
 type is a 400 before anything else), applies the v1 defaults, and then validates them (422 naming
@@ -21,6 +21,11 @@ from .util import DNS1123_SUBDOMAIN, go_kind
 GROUP = "admissionregistration.k8s.io"
 CONFIG_KIND = "ValidatingWebhookConfiguration"
 CONFIG_KEY = (GROUP, "validatingwebhookconfigurations")
+MUTATING_KIND = "MutatingWebhookConfiguration"
+MUTATING_KEY = (GROUP, "mutatingwebhookconfigurations")
+# The configuration kinds by storage key.
+KINDS = {CONFIG_KEY: CONFIG_KIND, MUTATING_KEY: MUTATING_KIND}
+REINVOCATION_POLICIES = ("IfNeeded", "Never")
 DEFAULT_TIMEOUT_SECONDS = 10
 MAX_TIMEOUT_SECONDS = 30
 # The AdmissionReview versions the real server speaks, in its order of preference.
@@ -32,12 +37,16 @@ SCOPES = ("*", "Cluster", "Namespaced")
 Cause = tuple[str, str, str]
 
 
-def _decode_error(detail: str) -> StatusError:
-    return bad_request(f'{CONFIG_KIND} in version "v1" cannot be handled as a {CONFIG_KIND}: {detail}')
+def _decode_error(detail: str, kind: str = CONFIG_KIND) -> StatusError:
+    return bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: {detail}')
 
 
-def _type_error(value: Any, path: str, go_type: str) -> StatusError:
-    return _decode_error(f"json: cannot unmarshal {go_kind(value)} into Go struct field {path} of type {go_type}")
+def _type_error(value: Any, path: str, go_type: str, kind: str = CONFIG_KIND) -> StatusError:
+    # The Go struct of a webhook is the configuration kind without "Configuration" (ValidatingWebhook).
+    path = path.replace("ValidatingWebhook", kind.removesuffix("Configuration"))
+    go_type = go_type.replace("ValidatingWebhook", kind.removesuffix("Configuration"))
+    return _decode_error(f"json: cannot unmarshal {go_kind(value)} into Go struct field {path} of type {go_type}",
+                         kind)
 
 
 def _base64_error(text: str) -> str | None:
@@ -52,99 +61,116 @@ def _base64_error(text: str) -> str | None:
         return f"illegal base64 data at input byte {bad}"
 
 
-def check_types(obj: Obj) -> None:
+def check_types(obj: Obj, kind: str = CONFIG_KIND) -> None:
     """The real server decodes into typed structs first: a value of the wrong JSON type is a 400."""
+    try:
+        _check_types(obj, kind == MUTATING_KIND)
+    except _TypeMismatch as e:
+        if len(e.args) == 1:
+            raise _decode_error(e.args[0], kind) from None
+        value, path, go_type = e.args
+        raise _type_error(value, path, go_type, kind) from None
+
+
+class _TypeMismatch(Exception):
+    """(value, Go struct field path, Go type) of a value that cannot be decoded."""
+
+
+def _check_types(obj: Obj, mutating: bool) -> None:
     hooks = obj.get("webhooks")
     if hooks is None:
         return
     if not isinstance(hooks, list):
-        raise _type_error(hooks, "ValidatingWebhookConfiguration.webhooks", "[]v1.ValidatingWebhook")
+        raise _TypeMismatch(hooks, "ValidatingWebhookConfiguration.webhooks", "[]v1.ValidatingWebhook")
     lists = ("admissionReviewVersions", "rules")
-    strings = ("name", "failurePolicy", "matchPolicy", "sideEffects")
+    strings = ("name", "failurePolicy", "matchPolicy", "sideEffects") + (("reinvocationPolicy",) if mutating else ())
     for hook in hooks:
         if not isinstance(hook, dict):
-            raise _type_error(hook, "ValidatingWebhookConfiguration.webhooks", "v1.ValidatingWebhook")
+            raise _TypeMismatch(hook, "ValidatingWebhookConfiguration.webhooks", "v1.ValidatingWebhook")
         for f in strings:
             if hook.get(f) is not None and not isinstance(hook[f], str):
-                raise _type_error(hook[f], f"ValidatingWebhook.webhooks.{f}", "string")
+                raise _TypeMismatch(hook[f], f"ValidatingWebhook.webhooks.{f}", "string")
         for f in lists:
             if hook.get(f) is not None and not isinstance(hook[f], list):
-                raise _type_error(hook[f], f"ValidatingWebhook.webhooks.{f}", "[]string" if f != "rules" else
+                raise _TypeMismatch(hook[f], f"ValidatingWebhook.webhooks.{f}", "[]string" if f != "rules" else
                                   "[]v1.RuleWithOperations")
         timeout = hook.get("timeoutSeconds")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int)):
-            raise _type_error(timeout, "ValidatingWebhook.webhooks.timeoutSeconds", "int32")
+            raise _TypeMismatch(timeout, "ValidatingWebhook.webhooks.timeoutSeconds", "int32")
         for v in hook.get("admissionReviewVersions") or []:
             if not isinstance(v, str):
-                raise _type_error(v, "ValidatingWebhook.webhooks.admissionReviewVersions", "string")
+                raise _TypeMismatch(v, "ValidatingWebhook.webhooks.admissionReviewVersions", "string")
         for sel in ("namespaceSelector", "objectSelector"):
             _check_selector_types(hook.get(sel), f"webhooks.{sel}")
         for rule in hook.get("rules") or []:
             if not isinstance(rule, dict):
-                raise _type_error(rule, "ValidatingWebhook.webhooks.rules", "v1.RuleWithOperations")
+                raise _TypeMismatch(rule, "ValidatingWebhook.webhooks.rules", "v1.RuleWithOperations")
             for f in ("apiGroups", "apiVersions", "operations", "resources"):
                 values = rule.get(f)
                 if values is not None and (not isinstance(values, list) or
                                            not all(isinstance(v, str) for v in values)):
-                    raise _type_error(values, f"RuleWithOperations.webhooks.rules.{f}", "[]string")
+                    raise _TypeMismatch(values, f"RuleWithOperations.webhooks.rules.{f}", "[]string")
         cc = hook.get("clientConfig")
         if cc is None:
             continue
         if not isinstance(cc, dict):
-            raise _type_error(cc, "ValidatingWebhook.webhooks.clientConfig", "v1.WebhookClientConfig")
+            raise _TypeMismatch(cc, "ValidatingWebhook.webhooks.clientConfig", "v1.WebhookClientConfig")
         bundle = cc.get("caBundle")
         if bundle is not None:
             if not isinstance(bundle, str):
-                raise _type_error(bundle, "WebhookClientConfig.webhooks.clientConfig.caBundle", "[]uint8")
+                raise _TypeMismatch(bundle, "WebhookClientConfig.webhooks.clientConfig.caBundle", "[]uint8")
             err = _base64_error(bundle)
             if err:
-                raise _decode_error(err)
+                raise _TypeMismatch(err)
         url = cc.get("url")
         if url is not None and not isinstance(url, str):
-            raise _type_error(url, "WebhookClientConfig.webhooks.clientConfig.url", "string")
+            raise _TypeMismatch(url, "WebhookClientConfig.webhooks.clientConfig.url", "string")
         svc = cc.get("service")
         if svc is None:
             continue
         if not isinstance(svc, dict):
-            raise _type_error(svc, "WebhookClientConfig.webhooks.clientConfig.service", "v1.ServiceReference")
+            raise _TypeMismatch(svc, "WebhookClientConfig.webhooks.clientConfig.service", "v1.ServiceReference")
         for f in ("name", "namespace", "path"):
             if svc.get(f) is not None and not isinstance(svc[f], str):
-                raise _type_error(svc[f], f"ServiceReference.webhooks.clientConfig.service.{f}", "string")
+                raise _TypeMismatch(svc[f], f"ServiceReference.webhooks.clientConfig.service.{f}", "string")
         port = svc.get("port")
         if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
-            raise _type_error(port, "ServiceReference.webhooks.clientConfig.service.port", "int32")
+            raise _TypeMismatch(port, "ServiceReference.webhooks.clientConfig.service.port", "int32")
 
 
 def _check_selector_types(sel: Any, path: str) -> None:
     if sel is None:
         return
     if not isinstance(sel, dict):
-        raise _type_error(sel, f"ValidatingWebhook.{path}", "v1.LabelSelector")
+        raise _TypeMismatch(sel, f"ValidatingWebhook.{path}", "v1.LabelSelector")
     labels = sel.get("matchLabels")
     if labels is not None and (not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values())):
-        raise _type_error(labels, f"LabelSelector.{path}.matchLabels", "map[string]string")
+        raise _TypeMismatch(labels, f"LabelSelector.{path}.matchLabels", "map[string]string")
     exprs = sel.get("matchExpressions")
     if exprs is None:
         return
     if not isinstance(exprs, list):
-        raise _type_error(exprs, f"LabelSelector.{path}.matchExpressions", "[]v1.LabelSelectorRequirement")
+        raise _TypeMismatch(exprs, f"LabelSelector.{path}.matchExpressions", "[]v1.LabelSelectorRequirement")
     for expr in exprs:
         if not isinstance(expr, dict):
-            raise _type_error(expr, f"LabelSelector.{path}.matchExpressions", "v1.LabelSelectorRequirement")
+            raise _TypeMismatch(expr, f"LabelSelector.{path}.matchExpressions", "v1.LabelSelectorRequirement")
         for f in ("key", "operator"):
             if expr.get(f) is not None and not isinstance(expr[f], str):
-                raise _type_error(expr[f], f"LabelSelectorRequirement.{path}.matchExpressions.{f}", "string")
+                raise _TypeMismatch(expr[f], f"LabelSelectorRequirement.{path}.matchExpressions.{f}", "string")
         values = expr.get("values")
         if values is not None and (not isinstance(values, list) or not all(isinstance(v, str) for v in values)):
-            raise _type_error(values, f"LabelSelectorRequirement.{path}.matchExpressions.values", "[]string")
+            raise _TypeMismatch(values, f"LabelSelectorRequirement.{path}.matchExpressions.values", "[]string")
 
 
-def set_defaults(obj: Obj) -> None:
-    """SetDefaults_ValidatingWebhook, SetDefaults_Rule and SetDefaults_ServiceReference of admissionregistration/v1."""
+def set_defaults(obj: Obj, kind: str = CONFIG_KIND) -> None:
+    """SetDefaults_{Validating,Mutating}Webhook, SetDefaults_Rule and SetDefaults_ServiceReference of
+    admissionregistration/v1."""
     for hook in obj.get("webhooks") or []:
         if not isinstance(hook, dict):
             continue
         hook.setdefault("failurePolicy", "Fail")
+        if kind == MUTATING_KIND:
+            hook.setdefault("reinvocationPolicy", "Never")
         hook.setdefault("matchPolicy", "Equivalent")
         for sel in ("namespaceSelector", "objectSelector"):
             if hook.get(sel) is None:
@@ -303,8 +329,8 @@ def _validate_client_config(cc: Any, path: str) -> list[Cause]:
     return causes
 
 
-def validate_configuration(obj: Obj) -> list[Cause]:
-    """ValidateValidatingWebhookConfiguration for admissionregistration/v1 (after defaulting)."""
+def validate_configuration(obj: Obj, kind: str = CONFIG_KIND) -> list[Cause]:
+    """Validate{Validating,Mutating}WebhookConfiguration for admissionregistration/v1 (after defaulting)."""
     causes: list[Cause] = []
     seen: set[str] = set()
     for i, hook in enumerate(obj.get("webhooks") or []):
@@ -336,6 +362,9 @@ def validate_configuration(obj: Obj) -> list[Cause]:
             causes.append(_required(f"{p}.sideEffects", "must specify one of " + ", ".join(SIDE_EFFECTS)))
         elif side_effects not in SIDE_EFFECTS:
             causes.append(_not_supported(f"{p}.sideEffects", side_effects, SIDE_EFFECTS))
+        reinvocation = hook.get("reinvocationPolicy")
+        if kind == MUTATING_KIND and reinvocation not in REINVOCATION_POLICIES:
+            causes.append(_not_supported(f"{p}.reinvocationPolicy", reinvocation, REINVOCATION_POLICIES))
         timeout = hook.get("timeoutSeconds")
         if timeout is not None and not 1 <= timeout <= MAX_TIMEOUT_SECONDS:
             causes.append(_invalid(f"{p}.timeoutSeconds", timeout,

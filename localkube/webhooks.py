@@ -1,15 +1,22 @@
-"""Validating admission webhooks: what kube-apiserver's ValidatingAdmissionWebhook plug-in does.
+"""Admission webhooks: what kube-apiserver's MutatingAdmissionWebhook and ValidatingAdmissionWebhook
+plug-ins do.
 
-A `ValidatingWebhookConfiguration` (the kind itself is `webhook_config.py`) names HTTPS endpoints
-that must approve writes before they are stored. This module decides which webhooks a write must be
-sent to (`rules`, `namespaceSelector`, `objectSelector`, the exemption of the configurations
-themselves) and calls them (an `AdmissionReview` v1 over HTTPS verified with `caBundle`,
-`timeoutSeconds`, `failurePolicy`, warnings, and the real server's Status for a denial or a failed
-call).
+A `MutatingWebhookConfiguration` or `ValidatingWebhookConfiguration` (the kinds themselves are
+`webhook_config.py`) names HTTPS endpoints that may change (mutating) or must approve (validating) writes
+before they are stored. This module decides which webhooks a write must be sent to (`rules`,
+`namespaceSelector`, `objectSelector`, the exemption of the configurations themselves) and calls them
+(an `AdmissionReview` v1 over HTTPS verified with `caBundle`, `timeoutSeconds`, `failurePolicy`,
+warnings, and the real server's Status for a denial or a failed call). Mutating webhooks are called one
+after another (configurations in name order, webhooks in order), each shown the object as the ones
+before it left it, and their JSONPatch answers are applied; `reinvocationPolicy: IfNeeded` calls a
+webhook once more when a later one changed the object. Validating webhooks are called concurrently.
 
 `APIServer` computes a write synchronously; when a webhook must see it, it raises `Pending`
 instead of storing, so that the HTTP layer can await the calls without blocking the event loop
 and then commit (or recompute, if the stored object changed while the webhooks were deciding).
+A mutating `Pending` carries `resume`, which computes the write again from the mutated object
+(defaults and validation again, then the validating webhooks), as the real server decodes, defaults
+and validates what its mutating webhooks returned.
 With no configuration stored, `WebhookIndex.configured` is False and nothing here runs at all.
 
 What cannot be honoured locally (documented in README.md):
@@ -22,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
+import dataclasses
 import json
 import logging
 import ssl
@@ -33,12 +42,22 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from . import patch as patchmod
 from .errors import StatusError, bad_request, not_found
 from .rbac import UserInfo
 from .registry import ResourceType
 from .selectors import LabelSelector, SelectorError, label_selector_from_dict
 from .store import Event, Obj, Store
-from .webhook_config import CONFIG_KEY, DEFAULT_TIMEOUT_SECONDS, GROUP, REVIEW_VERSIONS, SIDE_EFFECTS, go_kind
+from .webhook_config import (
+    CONFIG_KEY,
+    DEFAULT_TIMEOUT_SECONDS,
+    GROUP,
+    KINDS,
+    MUTATING_KEY,
+    REVIEW_VERSIONS,
+    SIDE_EFFECTS,
+    go_kind,
+)
 
 SERVICES = ("", "services")
 log = logging.getLogger("localkube.webhooks")
@@ -80,6 +99,7 @@ class Webhook:
     spec: Obj
     namespace_selector: LabelSelector
     object_selector: LabelSelector
+    mutating: bool = False
     _tls: ssl.SSLContext | str | None = field(default=None, repr=False)
 
     @property
@@ -89,6 +109,10 @@ class Webhook:
     @property
     def ignore_failures(self) -> bool:
         return self.spec.get("failurePolicy") == "Ignore"
+
+    @property
+    def reinvoke(self) -> bool:
+        return self.mutating and self.spec.get("reinvocationPolicy") == "IfNeeded"
 
     @property
     def timeout(self) -> int:
@@ -136,51 +160,54 @@ class WebhookIndex:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._hooks: list[Webhook] | None = None
-        self.configured = store.count(CONFIG_KEY) > 0
+        self._hooks: dict[tuple[str, str], list[Webhook]] = {}
+        self.configured = self._count() > 0
         store.add_listener(self._on_commit)
 
-    def _on_commit(self, ev: Event) -> None:
-        if ev.key == CONFIG_KEY:
-            self._hooks = None
-            self.configured = self._store.count(CONFIG_KEY) > 0
+    def _count(self) -> int:
+        return sum(self._store.count(key) for key in KINDS)
 
-    def hooks(self) -> list[Webhook]:
-        if self._hooks is None:
+    def _on_commit(self, ev: Event) -> None:
+        if ev.key in KINDS:
+            self._hooks.pop(ev.key, None)
+            self.configured = self._count() > 0
+
+    def hooks(self, mutating: bool = False) -> list[Webhook]:
+        key = MUTATING_KEY if mutating else CONFIG_KEY
+        hooks = self._hooks.get(key)
+        if hooks is None:
             hooks = []
             # Configurations in name order, webhooks in their order, as the real configuration manager sorts them.
-            for cfg in self._store.select(CONFIG_KEY):
+            for cfg in self._store.select(key):
                 for spec in cfg.get("webhooks") or []:
                     try:
                         ns_sel = label_selector_from_dict(spec.get("namespaceSelector") or {})
                         obj_sel = label_selector_from_dict(spec.get("objectSelector") or {})
                     except SelectorError:
                         continue  # validation refuses these; a persisted one from an older build is skipped
-                    hooks.append(Webhook(cfg["metadata"]["name"], spec, ns_sel, obj_sel))
-            self._hooks = hooks
-        return self._hooks
+                    hooks.append(Webhook(cfg["metadata"]["name"], spec, ns_sel, obj_sel, mutating))
+            self._hooks[key] = hooks
+        return hooks
 
-    def matching(self, req: AdmissionRequest) -> list[Webhook]:
+    def matching(self, req: AdmissionRequest, mutating: bool = False) -> list[Webhook]:
         """The webhooks `req` must be sent to (generic.Webhook.ShouldCallHook)."""
         if req.rt.group == GROUP and req.rt.resource in EXEMPT_RESOURCES:
             return []
-        out = []
-        ns_labels: dict[str, str] | None = None
-        for hook in self.hooks():
-            if not any(isinstance(r, dict) and _rule_matches(r, req) for r in hook.spec.get("rules") or []):
-                continue
-            if not hook.namespace_selector.is_empty():
-                if ns_labels is None:
-                    ns_labels = self._namespace_labels(req)
-                if ns_labels is not None and not hook.namespace_selector.matches(ns_labels):
-                    continue
-            if not hook.object_selector.is_empty() and not any(
-                o is not None and hook.object_selector.matches(o.get("metadata", {}).get("labels") or {})
-                for o in (req.obj, req.old)
-            ):
-                continue
-            out.append(hook)
-        return out
+        labels: list[dict[str, str] | None] = []  # the namespace's labels, looked up once if needed
+        return [hook for hook in self.hooks(mutating) if self._should_call(hook, req, labels)]
+
+    def _should_call(self, hook: Webhook, req: AdmissionRequest, ns_labels: list[dict[str, str] | None]) -> bool:
+        if not any(isinstance(r, dict) and _rule_matches(r, req) for r in hook.spec.get("rules") or []):
+            return False
+        if not hook.namespace_selector.is_empty():
+            if not ns_labels:
+                ns_labels.append(self._namespace_labels(req))
+            if ns_labels[0] is not None and not hook.namespace_selector.matches(ns_labels[0]):
+                return False
+        return hook.object_selector.is_empty() or any(
+            o is not None and hook.object_selector.matches(o.get("metadata", {}).get("labels") or {})
+            for o in (req.obj, req.old)
+        )
 
     def _namespace_labels(self, req: AdmissionRequest) -> dict[str, str] | None:
         """None: the request is cluster-scoped and no namespace selector applies to it."""
@@ -206,24 +233,70 @@ class WebhookIndex:
 
     async def _call(self, hook: Webhook, req: AdmissionRequest, warnings: list[str]) -> StatusError | None:
         try:
-            allowed, status = await self._exchange(hook, req, warnings)
+            allowed, status, _ = await self._exchange(hook, req, warnings)
         except _CallError as e:
-            message = f'failed calling webhook "{hook.name}": {e}'
-            if hook.ignore_failures:
-                log.warning("Failed calling webhook, failing open %s: %s", hook.name, message)
-                return None
-            log.warning("Failed calling webhook, failing closed %s: %s", hook.name, message)
-            return StatusError(500, f"Internal error occurred: {message}", reason="InternalError",
-                               details={"causes": [{"message": message}]})
+            return _failed(hook, e)
         except StatusError as e:
             return e
         if allowed:
             return None
         return _denial(hook.name, status)
 
+    async def mutate(self, req: AdmissionRequest, hooks: list[Webhook], warnings: list[str]) -> Obj | None:
+        """Call the mutating `hooks` one after another, each shown the object as mutated so far; return it.
+
+        Raises the first refusal or failed call (under `failurePolicy: Fail`) as a Status. A webhook with
+        `reinvocationPolicy: IfNeeded` is called once more if a webhook after it changed the object
+        (mutating.reinvokeContext), as the real server reinvokes it.
+        """
+        obj = req.obj
+        last_change = -1
+        for i, hook in enumerate(hooks):
+            if i > 0 and not self._should_call(hook, dataclasses.replace(req, obj=obj), []):
+                continue  # the object as mutated so far no longer matches its objectSelector
+            new = await self._mutate_one(hook, dataclasses.replace(req, obj=obj), warnings)
+            if new is not None and new != obj:
+                obj, last_change = new, i
+        for hook in [h for i, h in enumerate(hooks) if h.reinvoke and i < last_change]:
+            new = await self._mutate_one(hook, dataclasses.replace(req, obj=obj), warnings)
+            if new is not None:
+                obj = new
+        return obj
+
+    async def _mutate_one(self, hook: Webhook, req: AdmissionRequest, warnings: list[str]) -> Obj | None:
+        """One mutating webhook: the object its patch makes, or None when it allowed without one."""
+        try:
+            allowed, status, patch = await self._exchange(hook, req, warnings)
+        except _CallError as e:
+            err = _failed(hook, e)
+            if err is not None:
+                raise err from e
+            return None
+        if not allowed:
+            raise _denial(hook.name, status)
+        if patch is None:
+            return None
+        try:
+            operations = json.loads(patch)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise _internal_error(str(e)) from e
+        if not operations:
+            return None
+        if req.obj is None:
+            raise _internal_error(f'admission webhook "{hook.name}" attempted to modify the object, which is not '
+                                  "supported for this operation")
+        try:
+            new = patchmod.json_patch(req.obj, operations)
+        except patchmod.PatchError as e:
+            raise _internal_error(str(e)) from e
+        if not isinstance(new, dict):
+            raise _internal_error(f"json: cannot unmarshal {go_kind(new)} into Go value of type "
+                                  f"{req.rt.kind}")
+        return new
+
     async def _exchange(self, hook: Webhook, req: AdmissionRequest,
-                        warnings: list[str]) -> tuple[bool, Obj]:
-        """One AdmissionReview round trip: (allowed, status). Raises _CallError for failed calls."""
+                        warnings: list[str]) -> tuple[bool, Obj, bytes | None]:
+        """One AdmissionReview round trip: (allowed, status, JSONPatch). Raises _CallError for failed calls."""
         spec = hook.spec
         if req.dry_run:
             effects = spec.get("sideEffects")
@@ -279,11 +352,27 @@ class WebhookIndex:
             body = resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise _CallError(f"failed to call webhook: couldn't get version/kind; json parse error: {e}") from e
-        return _verify_response(body, uid, version, warnings)
+        return _verify_response(body, uid, version, warnings, hook.mutating)
 
 
 class _CallError(Exception):
     """The webhook could not be asked or did not answer properly: its failurePolicy decides."""
+
+
+def _failed(hook: Webhook, e: _CallError) -> StatusError | None:
+    """A failed call: None under `failurePolicy: Ignore`, else the real server's 500."""
+    message = f'failed calling webhook "{hook.name}": {e}'
+    if hook.ignore_failures:
+        log.warning("Failed calling webhook, failing open %s: %s", hook.name, message)
+        return None
+    log.warning("Failed calling webhook, failing closed %s: %s", hook.name, message)
+    return _internal_error(message)
+
+
+def _internal_error(message: str) -> StatusError:
+    """apierrors.NewInternalError."""
+    return StatusError(500, f"Internal error occurred: {message}", reason="InternalError",
+                       details={"causes": [{"message": message}]})
 
 
 def review_request(req: AdmissionRequest, uid: str) -> Obj:
@@ -303,7 +392,11 @@ def review_request(req: AdmissionRequest, uid: str) -> Obj:
     if req.namespace:
         out["namespace"] = req.namespace
     out["operation"] = req.operation
-    out["userInfo"] = {"username": req.user.name, "groups": list(req.user.groups)}
+    user: Obj = {"username": req.user.name}
+    if req.user.uid:
+        user["uid"] = req.user.uid
+    user["groups"] = list(req.user.groups)
+    out["userInfo"] = user
     out["object"] = req.obj
     out["oldObject"] = req.old
     out["dryRun"] = req.dry_run
@@ -311,8 +404,9 @@ def review_request(req: AdmissionRequest, uid: str) -> Obj:
     return out
 
 
-def _verify_response(body: Any, uid: str, version: str, warnings: list[str]) -> tuple[bool, Obj]:
-    """webhookrequest.VerifyAdmissionResponse for a validating webhook."""
+def _verify_response(body: Any, uid: str, version: str, warnings: list[str],
+                     mutating: bool) -> tuple[bool, Obj, bytes | None]:
+    """webhookrequest.VerifyAdmissionResponse: (allowed, status, the JSONPatch of a mutating webhook)."""
 
     def invalid(detail: str) -> _CallError:
         return _CallError(f"received invalid webhook response: {detail}")
@@ -333,8 +427,20 @@ def _verify_response(body: Any, uid: str, version: str, warnings: list[str]) -> 
             group, _, ver = api_version.rpartition("/")
             raise invalid(f"expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, "
                           f"got {group}/{ver}, Kind={kind}")
+    patch: bytes | None = None
     if response.get("patch"):
-        raise invalid("validating webhook may not return a patch")
+        if not mutating:
+            raise invalid("validating webhook may not return a patch")
+        patch_type = response.get("patchType")
+        if patch_type is None:
+            raise invalid("webhook returned response.patch but not response.patchType")
+        if patch_type != "JSONPatch":
+            raise invalid(f'webhook returned invalid response.patchType of "{patch_type}"')
+        encoded = response["patch"]
+        try:
+            patch = base64.b64decode(encoded if isinstance(encoded, str) else "!", validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise _CallError("failed to call webhook: illegal base64 data in response.patch") from e
     allowed = response.get("allowed")
     if not isinstance(allowed, bool):
         raise _CallError("failed to call webhook: json: cannot unmarshal "
@@ -344,7 +450,7 @@ def _verify_response(body: Any, uid: str, version: str, warnings: list[str]) -> 
         if isinstance(w, str) and w not in warnings:
             warnings.append(w)
     status = response.get("status")
-    return allowed, status if isinstance(status, dict) else {}
+    return allowed, status if isinstance(status, dict) else {}, patch
 
 
 def _denial(name: str, status: Obj) -> StatusError:
@@ -401,12 +507,16 @@ class Pending(Exception):
 
     `commit` performs the write as computed; `stale` tells whether the stored object changed since
     (then the whole request is computed again, as GuaranteedUpdate retries with admission).
+    With `resume`, the hooks are mutating: `resume(object)` computes the write again from what they
+    made of the object and returns its result, or raises the validating webhooks' `Pending`.
     """
 
     def __init__(self, request: AdmissionRequest, hooks: list[Webhook], commit: Callable[[], Any],
-                 stale: Callable[[], bool]) -> None:
-        super().__init__(f"{request.operation} {request.rt.qualified} awaits admission webhooks")
+                 stale: Callable[[], bool], resume: Callable[[Obj | None], Any] | None = None) -> None:
+        stage = "mutating" if resume is not None else "validating"
+        super().__init__(f"{request.operation} {request.rt.qualified} awaits {stage} admission webhooks")
         self.request = request
         self.hooks = hooks
         self.commit = commit
         self.stale = stale
+        self.resume = resume
