@@ -68,6 +68,8 @@ def api_group(registry: Registry, group: str) -> dict[str, Any] | None:
 def _sub_verbs(sub: str) -> list[str]:
     if sub == "log":
         return ["get"]
+    if sub == "token":
+        return ["create"]
     if sub == "finalize":
         return ["update"]
     return ["get", "patch", "update"]
@@ -93,14 +95,15 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
         entry["storageVersionHash"] = rt.storage_version_hash()
         resources.append(entry)
         for sub in rt.subresources:
-            sub_kind = {"log": "Pod", "scale": "Scale"}.get(sub, rt.kind)
-            resources.append({
+            sub_kind = {"log": "Pod", "scale": "Scale", "token": "TokenRequest"}.get(sub, rt.kind)
+            sub_entry: dict[str, Any] = {
                 "name": f"{rt.resource}/{sub}",
                 "singularName": "",
                 "namespaced": rt.namespaced,
-                "kind": sub_kind,
-                "verbs": _sub_verbs(sub),
-            })
+            }
+            if sub == "token":  # a subresource of another group's kind says which
+                sub_entry.update(group="authentication.k8s.io", version="v1")
+            resources.append({**sub_entry, "kind": sub_kind, "verbs": _sub_verbs(sub)})
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
@@ -294,7 +297,7 @@ def openapi_v3_gv(registry: Registry, group: str, version: str) -> dict[str, Any
         paths[base] = _ops(rt, ref, item=False)
         paths[base + "/{name}"] = _ops(rt, ref, item=True)
         for sub in rt.subresources:
-            if sub == "log":
+            if sub in ("log", "token"):
                 continue
             paths[base + "/{name}/" + sub] = _ops(rt, ref, item=True)
     return {

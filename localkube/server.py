@@ -26,7 +26,7 @@ import yaml
 
 from . import discovery, tables
 from .apiserver import APIServer, Ctx, DeleteOptions
-from .errors import StatusError, bad_request, conflict, not_found
+from .errors import StatusError, bad_request, conflict, invalid, not_found
 from .faults import FaultInjector
 from .rbac import Attributes, UserInfo, authorize, forbidden_message
 from .registry import ResourceType
@@ -38,7 +38,7 @@ from .selectors import (
     supported_fields,
 )
 from .store import ADDED, DELETED, Event, Expired, Obj, object_rv
-from .util import rfc3339_micro
+from .util import rfc3339, rfc3339_micro
 from .webhooks import MAX_ADMISSION_ATTEMPTS, Pending
 
 log = logging.getLogger("localkube.server")
@@ -104,6 +104,11 @@ _PB_TYPES: dict[str, dict[int, tuple[str, str]]] = {
     "NonResourceAttributes": {1: ("path", "s"), 2: ("verb", "s")},
     "SubjectAccessReviewStatus": {1: ("allowed", "b"), 2: ("reason", "s"), 3: ("evaluationError", "s"),
                                   4: ("denied", "b")},
+    "TokenRequest": {1: _META, 2: ("spec", "TokenRequestSpec"), 3: ("status", "TokenRequestStatus")},
+    "TokenRequestSpec": {1: ("audiences", "[s"), 3: ("boundObjectRef", "BoundObjectReference"),
+                         4: ("expirationSeconds", "*i")},
+    "TokenRequestStatus": {1: ("token", "s"), 2: ("expirationTimestamp", "Time")},
+    "BoundObjectReference": {1: ("kind", "s"), 2: ("apiVersion", "s"), 3: _NAME, 4: ("uid", "s")},
     "Job": {1: _META, 2: ("spec", "JobSpec"), 3: ("status", "JobStatus")},
     "JobSpec": {1: ("parallelism", "*i"), 2: ("completions", "*i"), 3: ("activeDeadlineSeconds", "*i"),
                 4: ("selector", "LabelSelector"), 5: ("manualSelector", "*b"), 6: ("template", "PodTemplateSpec"),
@@ -257,6 +262,32 @@ def _drain(queue: asyncio.Queue[Event | None]) -> tuple[list[Event], bool]:
         out.append(ev)
 
 
+def _go_struct(value: Any) -> str:
+    """How field.Invalid prints a struct value (approximated by its JSON; a nil pointer is "null")."""
+    return '"null"' if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def _review_spec_causes(spec: Obj) -> list[tuple[str, str, str]]:
+    """ValidateSubjectAccessReviewSpec."""
+    causes: list[tuple[str, str, str]] = []
+    ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    for name, value in (("resourceAttributes", ra), ("nonResourceAttributes", nra)):
+        if value is not None and not isinstance(value, dict):
+            raise bad_request(f"json: cannot unmarshal {type(value).__name__} into Go struct field "
+                              f"SubjectAccessReviewSpec.spec.{name}")
+    if ra is not None and nra is not None:
+        causes.append(("spec.nonResourceAttributes", "FieldValueInvalid",
+                       f"Invalid value: {_go_struct(nra)}: cannot be specified in combination with resourceAttributes"))
+    if ra is None and nra is None:
+        causes.append(("spec.resourceAttributes", "FieldValueInvalid",
+                       'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be '
+                       "specified"))
+    if not spec.get("user") and not spec.get("groups"):
+        causes.append(("spec.user", "FieldValueInvalid",
+                       'Invalid value: "": at least one of user or group must be specified'))
+    return causes
+
+
 def _line(obj: Obj) -> bytes:
     """One line of a watch stream."""
     return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
@@ -285,10 +316,24 @@ class LogSource:
 
 @dataclass
 class TokenInfo:
+    """A ServiceAccount token: a pod's (valid while that pod lives) or a TokenRequest's (valid until it
+    expires, while its ServiceAccount and the object it is bound to exist, and for the API server's audience)."""
+
     namespace: str
     service_account: str
-    pod_name: str
-    pod_uid: str
+    pod_name: str = ""
+    pod_uid: str = ""
+    sa_uid: str = ""
+    expires: float | None = None  # time.time() of expiry
+    bound: tuple[str, str, str] | None = None  # (resource, name, uid) in the token's namespace
+    audiences: tuple[str, ...] = ()
+
+
+# The audience kube-apiserver accepts tokens for (its --api-audiences, by default its issuer's).
+API_AUDIENCES = ("https://kubernetes.default.svc.cluster.local",)
+TOKEN_REQUEST_GROUP = "authentication.k8s.io"
+MIN_TOKEN_SECONDS = 600  # authenticationvalidation.MinTokenAgeSec
+MAX_TOKEN_SECONDS = 1 << 32
 
 
 @dataclass
@@ -299,6 +344,15 @@ class Auth:
     def issue(self, namespace: str, sa: str, pod_name: str, pod_uid: str) -> str:
         token = "lk-sa-" + secrets.token_hex(20)
         self.tokens[token] = TokenInfo(namespace, sa, pod_name, pod_uid)
+        return token
+
+    def request(self, info: TokenInfo) -> str:
+        """A TokenRequest's token; tokens that expired are forgotten meanwhile."""
+        now = time.time()
+        for t in [t for t, i in self.tokens.items() if i.expires is not None and i.expires <= now]:
+            del self.tokens[t]
+        token = "lk-sa-" + secrets.token_hex(20)
+        self.tokens[token] = info
         return token
 
     def revoke_pod(self, pod_uid: str) -> None:
@@ -468,11 +522,32 @@ class App:
         if secrets.compare_digest(token, self.auth.admin_token):
             return ADMIN
         info = self.auth.tokens.get(token)
-        if info is not None:
-            pod = self.api.store.get(("", "pods"), info.namespace, info.pod_name)
-            if pod is not None and pod["metadata"]["uid"] == info.pod_uid:
-                return UserInfo.service_account(info.namespace, info.service_account)
-        raise StatusError(401, "Unauthorized")
+        user = self._token_user(info) if info is not None else None
+        if user is None:
+            raise StatusError(401, "Unauthorized")
+        return user
+
+    def _token_user(self, info: TokenInfo) -> UserInfo | None:
+        """Who a ServiceAccount token authenticates as, or None when it is no longer valid."""
+        store = self.api.store
+        sa = store.get(("", "serviceaccounts"), info.namespace, info.service_account)
+        if info.sa_uid:  # a TokenRequest's
+            if info.expires is not None and time.time() >= info.expires:
+                return None
+            if sa is None or sa["metadata"]["uid"] != info.sa_uid:
+                return None
+            if not set(info.audiences) & set(API_AUDIENCES):
+                return None
+            if info.bound is not None:
+                resource, name, uid = info.bound
+                obj = store.get(("", resource), info.namespace, name)
+                if obj is None or obj["metadata"]["uid"] != uid:
+                    return None
+        else:
+            pod = store.get(("", "pods"), info.namespace, info.pod_name)
+            if pod is None or pod["metadata"]["uid"] != info.pod_uid:
+                return None
+        return UserInfo.service_account(info.namespace, info.service_account, sa["metadata"]["uid"] if sa else "")
 
     def _impersonate(self, req: Request, user: UserInfo) -> UserInfo:
         """Impersonate-User/-Group (kubectl --as, --as-group), each allowed only by the `impersonate` verb."""
@@ -672,11 +747,19 @@ class App:
                                                        'supported values: "All"')
         ns = route.namespace if rt.namespaced else ""
         extra: list[tuple[bytes, bytes]] = []
+        if route.subresource == "token":
+            if verb != "create":
+                raise StatusError(405, "the server does not allow this method on the requested resource")
+            await self._send_json(send, 201, self._token_request(ns, route.name, self._decode_body(req, kind="TokenRequest")))
+            return
         if route.subresource == "log":
             await self._pod_log(req, send, receive, rt, ns, route.name)
             return
         if rt.kind == "SelfSubjectAccessReview":
             await self._send_json(send, 201, self._access_review(user, self._decode_body(req, kind=rt.kind)))
+            return
+        if rt.group == "authorization.k8s.io" and rt.kind in ("SubjectAccessReview", "LocalSubjectAccessReview"):
+            await self._send_json(send, 201, self._subject_access_review(rt, ns, self._decode_body(req, kind=rt.kind)))
             return
         if verb == "get":
             obj = self.api.get(rt, ns, route.name)
@@ -1142,3 +1225,123 @@ class App:
         return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                 "metadata": {"creationTimestamp": None}, "spec": spec,
                 "status": {"allowed": allowed, **({"reason": reason} if reason else {})}}
+
+    def _subject_access_review(self, rt: ResourceType, ns: str, body: Any) -> Obj:
+        """SubjectAccessReview and LocalSubjectAccessReview: RBAC's decision for the user and groups of the spec
+        (not for the caller, who needed `create` on the review kind), as their REST storage answers it."""
+        local = rt.kind == "LocalSubjectAccessReview"
+        if local and not ns:
+            raise StatusError(404, "the server could not find the requested resource")
+        review = self.api._decode(rt, body)
+        spec, md = review.get("spec"), review.get("metadata") or {}
+        if not isinstance(spec, dict):
+            spec = {}
+        causes = _review_spec_causes(spec)
+        if local and spec.get("nonResourceAttributes") is not None:
+            causes.append(("spec.nonResourceAttributes", "FieldValueInvalid",
+                           f"Invalid value: {_go_struct(spec['nonResourceAttributes'])}: disallowed on this kind of "
+                           "request"))
+        if local and md.get("namespace") not in (None, "", ns):
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        extra_meta = {k: v for k, v in md.items() if v not in (None, "", {}, []) and k != "namespace"}
+        if extra_meta or (not local and md.get("namespace")):
+            causes.append(("metadata", "FieldValueInvalid", f"Invalid value: {_go_struct(md)}: must be empty"
+                           + (" except for namespace" if local else "")))
+        if causes:
+            raise invalid(f"{rt.kind}.{rt.group}", "", causes)
+        ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if local:
+            ra = dict(ra or {})  # not None: nonResourceAttributes were refused above
+            if ra.get("namespace") and ra["namespace"] != ns:
+                raise bad_request(f"spec.resourceAttributes.namespace must match namespace: {ns}")
+            ra["namespace"] = ns
+            spec = {**spec, "resourceAttributes": ra}
+            review["metadata"] = {"namespace": ns}
+        if ra is not None:
+            attrs = Attributes(verb=str(ra.get("verb") or ""), resource_request=True,
+                               api_group=str(ra.get("group") or ""), resource=str(ra.get("resource") or ""),
+                               subresource=str(ra.get("subresource") or ""), namespace=str(ra.get("namespace") or ""),
+                               name=str(ra.get("name") or ""))
+        else:
+            nra = nra or {}
+            attrs = Attributes(verb=str(nra.get("verb") or ""), resource_request=False, path=str(nra.get("path") or ""))
+        subject = UserInfo(str(spec.get("user") or ""), tuple(str(g) for g in spec.get("groups") or []),
+                           str(spec.get("uid") or ""))
+        allowed, reason = authorize(subject, attrs, self.rbac)
+        review["metadata"] = {"creationTimestamp": None, **review.get("metadata", {})}
+        review["spec"] = spec
+        review["status"] = {"allowed": allowed, **({"reason": reason} if reason else {})}
+        return review
+
+
+    # -- TokenRequest --------------------------------------------------------------------------
+
+    def _token_request(self, ns: str, name: str, body: Any) -> Obj:
+        """POST serviceaccounts/<name>/token, as the TokenREST of kube-apiserver answers it."""
+        group_kind = f"TokenRequest.{TOKEN_REQUEST_GROUP}"
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request was not a JSON object")
+        api_version, kind = body.get("apiVersion"), body.get("kind")
+        if kind not in (None, "TokenRequest") or api_version not in (None, f"{TOKEN_REQUEST_GROUP}/v1"):
+            raise bad_request(f'{kind} in version "{str(api_version or "").rpartition("/")[2]}" cannot be handled '
+                              "as a TokenRequest: the object provided is unrecognized (expected kind TokenRequest)")
+        md = body.get("metadata") or {}
+        spec = dict(body.get("spec") or {})
+        if not isinstance(md, dict) or not isinstance(spec, dict):
+            raise bad_request("TokenRequest in version \"v1\" cannot be handled as a TokenRequest: metadata and spec "
+                              "must be objects")
+        for f, what in (("name", name), ("namespace", ns)):
+            if md.get(f) and md[f] != what:
+                raise invalid(group_kind, name, [(f"metadata.{f}", "FieldValueInvalid",
+                                                  f"Invalid value: {json.dumps(md[f])}: must match the service "
+                                                  f"account {f} if specified")])
+        sa = self.api.store.get(("", "serviceaccounts"), ns, name)
+        if sa is None:
+            raise not_found("serviceaccounts", name)
+        spec["audiences"] = [str(a) for a in spec.get("audiences") or []] or list(API_AUDIENCES)
+        seconds = spec.get("expirationSeconds")
+        if seconds is None:
+            seconds = spec["expirationSeconds"] = 3600  # SetDefaults_TokenRequestSpec
+        if isinstance(seconds, bool) or not isinstance(seconds, int):
+            raise bad_request("TokenRequest in version \"v1\" cannot be handled as a TokenRequest: json: cannot "
+                              f"unmarshal {type(seconds).__name__} into Go struct field "
+                              "TokenRequestSpec.spec.expirationSeconds of type int64")
+        if seconds < MIN_TOKEN_SECONDS:
+            raise invalid(group_kind, "", [("spec.expirationSeconds", "FieldValueInvalid",
+                                            f"Invalid value: {seconds}: may not specify a duration less than 10 minutes")])
+        if seconds > MAX_TOKEN_SECONDS:
+            raise invalid(group_kind, "", [("spec.expirationSeconds", "FieldValueInvalid",
+                                            f"Invalid value: {seconds}: may not specify a duration larger than 2^32 "
+                                            "seconds")])
+        bound = self._bound_object(ns, spec)
+        now = time.time()
+        token = self.auth.request(TokenInfo(ns, name, sa_uid=sa["metadata"]["uid"], expires=now + seconds,
+                                            bound=bound, audiences=tuple(spec["audiences"])))
+        return {"kind": "TokenRequest", "apiVersion": f"{TOKEN_REQUEST_GROUP}/v1",
+                "metadata": {"name": name, "namespace": ns, "creationTimestamp": rfc3339()},
+                "spec": spec,
+                "status": {"token": token,
+                           "expirationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + seconds))}}
+
+    def _bound_object(self, ns: str, spec: Obj) -> tuple[str, str, str] | None:
+        """The Pod or Secret a token is bound to (spec.boundObjectRef, its uid filled in), or None."""
+        ref = spec.get("boundObjectRef")
+        if not ref:
+            return None
+        if not isinstance(ref, dict):
+            raise bad_request("boundObjectRef must be an object")
+        api_version, kind, name = str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("name") or "")
+        group, _, version = api_version.rpartition("/")
+        resource = {"Pod": "pods", "Secret": "secrets"}.get(kind) if not group else None
+        if resource is None:
+            raise bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
+        obj = self.api.store.get(("", resource), ns, name)
+        if obj is None:
+            raise not_found(resource, name)
+        uid = obj["metadata"]["uid"]
+        if ref.get("uid") and ref["uid"] != uid:
+            raise StatusError(409, f'Operation cannot be fulfilled on {kind} "{name}": the UID in the bound object '
+                                   f"reference ({ref['uid']}) does not match the UID in record. The object might have "
+                                   "been deleted and then recreated", details={"name": name, "kind": kind})
+        spec["boundObjectRef"] = {**ref, "uid": uid}
+        return resource, name, uid

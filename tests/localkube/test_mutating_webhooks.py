@@ -21,6 +21,7 @@ from kubernetes.client.rest import ApiException
 from localkube.testing import Handle
 from tests.conftest import Kubectl
 from tests.localkube import test_webhooks as validating_tests
+from tests.localkube.test_tokens_and_access_reviews import client_as, grant
 from tests.localkube.test_webhooks import (
     GROUP,
     LABEL,
@@ -381,3 +382,23 @@ def test_an_answer_with_a_bad_patch_is_a_failed_call_or_an_internal_error(
     assert status_of(e.value)["message"] == (
         'Internal error occurred: admission webhook "broken.localkube.test" attempted to modify the object, '
         "which is not supported for this operation")
+
+
+def test_the_review_names_the_service_account_a_requested_token_authenticates_as(
+        localkube: Handle, kube: client.ApiClient, mutating: MutatingConfigs, server: WebhookServer,
+        namespace: str) -> None:
+    core: Any = client.CoreV1Api(kube)
+    sa = core.create_namespaced_service_account(namespace, {"metadata": {"name": "writer"}})
+    grant(kube, namespace, "write-cm", [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}],
+          {"kind": "ServiceAccount", "name": "writer", "namespace": namespace})
+    token = core.create_namespaced_service_account_token("writer", namespace, {"spec": {}}).status.token
+    server.answer = annotate("created-by", lambda req: req["userInfo"]["username"])
+    mutating.create(webhook("who", server.url(), server.pki.ca_bundle, namespace=namespace,
+                            rules=[rule(["configmaps"])]))
+    writer = f"system:serviceaccount:{namespace}:writer"
+    with client_as(localkube, token=token) as api:
+        created = client.CoreV1Api(api).create_namespaced_config_map(namespace, configmap("mine"))
+    assert annotations(created) == {"created-by": writer}
+    assert server.requests()[0]["userInfo"] == {
+        "username": writer, "uid": sa.metadata.uid,
+        "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]}
