@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client, config
@@ -101,7 +101,7 @@ def second_server(server: WebhookServer) -> Iterator[WebhookServer]:
     s.close()
 
 
-def annotations(obj: Any) -> dict[str, str]:
+def annotations_on(obj: Any) -> dict[str, str]:
     return dict(obj.metadata.annotations or {})
 
 
@@ -174,12 +174,12 @@ def test_a_mutating_webhook_patches_creates_and_updates_and_is_told_who_asks(
     try:
         core: Any = client.CoreV1Api(as_robot)
         created = core.create_namespaced_config_map(namespace, configmap("cm", a="1"))
-        assert annotations(created) == {"mutated-by": "CREATE"}
+        assert annotations_on(created) == {"mutated-by": "CREATE"}
         updated = core.replace_namespaced_config_map("cm", namespace, {
             **configmap("cm", a="2"), "metadata": {"name": "cm", "annotations": {"mine": "x"}}})
-        assert annotations(updated) == {"mine": "x", "mutated-by": "UPDATE"}
+        assert annotations_on(updated) == {"mine": "x", "mutated-by": "UPDATE"}
         stored = client.CoreV1Api(kube).read_namespaced_config_map("cm", namespace)
-        assert annotations(stored) == {"mine": "x", "mutated-by": "UPDATE"}
+        assert annotations_on(stored) == {"mine": "x", "mutated-by": "UPDATE"}
         assert stored.data == {"a": "2"}
     finally:
         as_robot.close()
@@ -220,7 +220,7 @@ def test_configurations_mutate_in_name_order_and_validating_webhooks_see_the_res
                                rules=[rule(["configmaps"])]))
         core: Any = client.CoreV1Api(kube)
         created = core.create_namespaced_config_map(namespace, configmap("ordered"))
-        assert annotations(created) == {"first": "1", "second": "saw-first=1"}
+        assert annotations_on(created) == {"first": "1", "second": "saw-first=1"}
         assert [annotations_of(r["object"]) for r in first.requests()] == [{}]
         assert [annotations_of(r["object"]) for r in second.requests()] == [{"first": "1"}]
         assert [annotations_of(r["object"]) for r in validating.requests()] == \
@@ -238,10 +238,10 @@ def test_a_mutating_webhook_with_reinvocation_if_needed_sees_later_changes(
                             rules=[rule(["configmaps"])], reinvocationPolicy="IfNeeded"),
                     webhook("late", second_server.url(), second_server.pki.ca_bundle, namespace=namespace,
                             rules=[rule(["configmaps"])]))
-    created = client.CoreV1Api(kube).create_namespaced_config_map(namespace, configmap("twice"))
+    created = cast(Any, client.CoreV1Api(kube)).create_namespaced_config_map(namespace, configmap("twice"))
     # Called again because "late" changed the object after it, and shown that change.
     assert [annotations_of(r["object"]) for r in server.requests()] == [{}, {"count": "1", "later": "yes"}]
-    assert annotations(created) == {"count": "2", "later": "yes"}
+    assert annotations_on(created) == {"count": "2", "later": "yes"}
     assert len(second_server.requests()) == 1
 
 
@@ -352,7 +352,7 @@ def test_failure_policy_decides_when_a_mutating_webhook_is_down(
                             rules=[rule(["secrets"])]))
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "fail-open"}, "stringData": {"a": "b"}}
     created = core.create_namespaced_secret(namespace, secret)
-    assert annotations(created) == {"after-ignored": "yes"}
+    assert annotations_on(created) == {"after-ignored": "yes"}
 
 
 def test_an_answer_with_a_bad_patch_is_a_failed_call_or_an_internal_error(
@@ -397,8 +397,8 @@ def test_the_review_names_the_service_account_a_requested_token_authenticates_as
                             rules=[rule(["configmaps"])]))
     writer = f"system:serviceaccount:{namespace}:writer"
     with client_as(localkube, token=token) as api:
-        created = client.CoreV1Api(api).create_namespaced_config_map(namespace, configmap("mine"))
-    assert annotations(created) == {"created-by": writer}
+        created = cast(Any, client.CoreV1Api(api)).create_namespaced_config_map(namespace, configmap("mine"))
+    assert annotations_on(created) == {"created-by": writer}
     assert server.requests()[0]["userInfo"] == {
         "username": writer, "uid": sa.metadata.uid,
         "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]}

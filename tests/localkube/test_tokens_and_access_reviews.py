@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client, config
@@ -76,7 +76,7 @@ def other_namespace(kube: client.ApiClient) -> Iterator[str]:
 @pytest.fixture
 def robot(kube: client.ApiClient, namespace: str) -> str:
     """A ServiceAccount that may read configmaps (and nothing else) in the namespace."""
-    client.CoreV1Api(kube).create_namespaced_service_account(namespace, {"metadata": {"name": "robot"}})
+    cast(Any, client.CoreV1Api(kube)).create_namespaced_service_account(namespace, {"metadata": {"name": "robot"}})
     grant(kube, namespace, "read-cm", [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
           sa_subject(namespace, "robot"))
     return "robot"
@@ -116,14 +116,14 @@ def test_a_requested_token_authenticates_as_its_service_account_until_that_is_de
 
     user = f"system:serviceaccount:{namespace}:{robot}"
     with client_as(localkube, token=token) as api:
-        names = client.CoreV1Api(api).list_namespaced_config_map(namespace).items
+        names: Any = client.CoreV1Api(api).list_namespaced_config_map(namespace).items
         assert "kube-root-ca.crt" in {cm.metadata.name for cm in names}
         with pytest.raises(ApiException) as e:
             client.CoreV1Api(api).list_namespaced_secret(namespace)
         assert (e.value.status, status_of(e.value)["message"]) == (
             403, f'secrets is forbidden: User "{user}" cannot list resource "secrets" in API group "" in the '
                  f'namespace "{namespace}"')
-        review: Any = client.AuthorizationV1Api(api).create_self_subject_access_review(
+        review: Any = cast(Any, client.AuthorizationV1Api(api)).create_self_subject_access_review(
             {"spec": {"resourceAttributes": {"namespace": namespace, "verb": "get", "resource": "configmaps"}}})
         assert review.status.allowed is True
         assert review.status.reason == f'RBAC: allowed by RoleBinding "read-cm/{namespace}" of Role "read-cm" to ' \
@@ -139,7 +139,7 @@ def test_a_requested_token_authenticates_as_its_service_account_until_that_is_de
     client.CoreV1Api(kube).delete_namespaced_service_account(robot, namespace)
     assert can_list_configmaps(localkube, namespace, token) == 401
     # A new ServiceAccount of the same name is another identity: the old token stays invalid.
-    client.CoreV1Api(kube).create_namespaced_service_account(namespace, {"metadata": {"name": robot}})
+    cast(Any, client.CoreV1Api(kube)).create_namespaced_service_account(namespace, {"metadata": {"name": robot}})
     assert can_list_configmaps(localkube, namespace, token) == 401
 
 
@@ -256,7 +256,7 @@ def test_subject_access_reviews_decide_for_the_given_user_and_groups(
     # Decided for the user named, not for the (all-powerful) caller, and with only the groups given.
     assert not decide(sar("mallory", namespace=namespace, verb="get", resource="secrets"))
     assert decide(sar("mallory", ["system:masters"], namespace=namespace, verb="delete", resource="secrets"))
-    url = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+    url: dict[str, Any] = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
            "spec": {"user": "alice", "groups": ["system:authenticated"],
                     "nonResourceAttributes": {"path": "/version", "verb": "get"}}}
     assert decide(url)
@@ -309,7 +309,7 @@ def test_only_callers_allowed_to_create_reviews_may_ask(
             authz.create_namespaced_local_subject_access_review(namespace, local)
         assert e.value.status == 403
         # The namespace's `admin` role includes localsubjectaccessreviews, not the cluster-wide kind.
-        client.RbacAuthorizationV1Api(kube).create_namespaced_role_binding(namespace, {
+        cast(Any, client.RbacAuthorizationV1Api(kube)).create_namespaced_role_binding(namespace, {
             "metadata": {"name": "auditor-admin"}, "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "admin"},
             "subjects": [sa_subject(namespace, "auditor")]})
         assert authz.create_namespaced_local_subject_access_review(namespace, local).status.allowed is True
