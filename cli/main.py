@@ -14,6 +14,7 @@ from models.process import run_main
 from models.settings import TemporalSettings
 
 from . import runs, schedules
+from .api import Api
 from .up import DEFAULT_STATE_DIR, down, endpoints, up
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -72,7 +73,7 @@ def _schedule_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def _schedules(args: argparse.Namespace) -> int:
-    api = schedules.Api.locate(args.state_dir)
+    api = Api.locate(args.state_dir)
     if args.op == "list":
         return schedules.list_schedules(api, args.namespace)
     if args.op == "get":
@@ -177,11 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         return runs.list_runs(s, None if args.all_namespaces else args.namespace,
                               awaiting_approval=args.awaiting_approval)
     if args.command in ("approve", "reject", "rewrite"):
-        temporal = CliSettings().temporal
-        if (args.state_dir / "endpoints.json").exists():
-            temporal = temporal.model_copy(update={"address": endpoints(args.state_dir)["temporal"]})
-        return runs.verdict(s, temporal, args.namespace, args.name, args.command, response=args.response,
-                            reason=args.reason)
+        return runs.verdict(Api.locate(args.state_dir), args.namespace, args.name, args.command,
+                            response=args.response, reason=args.reason)
     if args.command == "get":
         return runs.get_run(s, args.namespace, args.name)
     if args.command == "logs":

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import getpass
 import sys
 import time
 from pathlib import Path
@@ -12,10 +10,8 @@ from urllib.parse import quote
 
 import yaml
 from kubernetes import client, config, utils, watch
-from temporalio.client import WorkflowUpdateFailedError
 
 from models.agentrun import TERMINAL_PHASES
-from models.gate import GateView, Verdict
 from models.kube import Conflict, KubeError, typed_errors
 from models.names import (
     AGENTRUNS,
@@ -28,8 +24,8 @@ from models.names import (
     hook_container,
     job_name,
 )
-from models.settings import TemporalSettings
-from workflows.agent_run import AgentRunWorkflow
+
+from .api import Api, ApiError
 
 PLURALS = {"Agent": AGENTS, "SympoziumInstance": "sympoziuminstances", "AgentRun": AGENTRUNS,
            "SympoziumSchedule": SCHEDULES, "SympoziumPolicy": POLICIES}
@@ -135,34 +131,20 @@ def _summary(s: Session, run: dict[str, Any]) -> None:
         print(f"temporal: {s.temporal_ui}/namespaces/default/workflows/{quote(st['workflowId'], safe='')}")
 
 
-async def _send_verdict(temporal: TemporalSettings, wid: str, verdict: Verdict) -> GateView:
-    client_ = await temporal.connect()
-    view: GateView = await client_.get_workflow_handle(wid).execute_update(AgentRunWorkflow.submit_verdict, verdict)
-    return view
-
-
-def verdict(s: Session, temporal: TemporalSettings, ns: str, name: str, action: str, *, response: str, reason: str) -> int:
-    """Give the run's gate a verdict through a Temporal Update, as the caller's user."""
+def verdict(api: Api, ns: str, name: str, action: str, *, response: str, reason: str) -> int:
+    """Give the run's gate a verdict through the HTTP API: the token's identity decides, and the API's rules
+    (no gate waiting, already decided, who may approve) answer as they do for every caller."""
     if action in ("reject", "rewrite") and not response:
         print(f"{action} needs --response TEXT (the text that replaces the agent's answer)", file=sys.stderr)
         return 2
+    body = {"action": action, "response": response, "reason": reason}
     try:
-        run = s.run(ns, name)
-    except KubeError as e:
-        print(e.message, file=sys.stderr)
+        view = api.call("POST", f"/api/v1/runs/{quote(name, safe='')}/gate-verdict", namespace=ns, body=body)
+    except ApiError as e:
+        print(f"agentrun/{name}: refused: {e.detail}" if e.status else e.detail, file=sys.stderr)
         return 1
-    wid = (run.get("status") or {}).get("workflowId")
-    if not wid:
-        print(f"agentrun/{name} has not started yet", file=sys.stderr)
-        return 1
-    v = Verdict(action=action, response=response, reason=reason, decided_by=f"cli:{getpass.getuser()}",
-                source="temporal")
-    try:
-        view = asyncio.run(_send_verdict(temporal, wid, v))
-    except WorkflowUpdateFailedError as e:
-        print(f"agentrun/{name}: refused: {getattr(e.cause, 'message', e)}", file=sys.stderr)
-        return 1
-    print(f"agentrun/{name}: gate {view.state}" + (f" by {view.decided_by}" if view.decided_by else ""))
+    by = view.get("decided_by")
+    print(f"agentrun/{name}: gate {view.get('state')}" + (f" by {by}" if by else ""))
     return 0
 
 

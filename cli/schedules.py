@@ -1,6 +1,6 @@
 """`agentrun schedules list | get | trigger | pause | resume | backfill`: schedules from a terminal.
 
-Unlike `agentrun list` (Kubernetes) and `approve` (Temporal), these go through the HTTP API: it owns
+Unlike `agentrun list` (Kubernetes), these go through the HTTP API (cli/api.py), as verdicts do: it owns
 what a schedule command must check (the bridge's validation, whether the object is mirrored into
 Temporal yet, the backfill range `[start, end)` and its limits), so the command line and HTTP callers
 get the same answers, and the API records who did it. The API is the one `agentrun up` started
@@ -9,66 +9,13 @@ get the same answers, and the API records who did it. The API is the one `agentr
 
 from __future__ import annotations
 
-import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import httpx
 import yaml
 
-from .up import endpoints
+from .api import Api, ApiError
 
 PREFIX = "/api/v1/schedules"
-
-
-class ApiError(Exception):
-    """The API refused (its status and detail) or could not be reached (status 0)."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-
-
-@dataclass
-class Api:
-    url: str
-    token: str
-
-    @classmethod
-    def locate(cls, state_dir: Path) -> Api:
-        url, token = os.environ.get("AGENTRUN_API_URL", ""), os.environ.get("AGENTRUN_API_TOKEN", "")
-        if url:
-            return cls(url.rstrip("/"), token)
-        if (state_dir / "endpoints.json").exists():
-            info = endpoints(state_dir)
-            if info.get("api"):
-                return cls(str(info["api"]).rstrip("/"), str(info.get("api_token", "")))
-        raise SystemExit(f"no API to talk to: no stack in {state_dir} (run `agentrun up`) and AGENTRUN_API_URL "
-                         "is not set")
-
-    def call(self, method: str, path: str, *, namespace: str, body: dict[str, Any] | None = None) -> Any:
-        try:
-            r = httpx.request(method, self.url + PREFIX + path, params={"namespace": namespace}, json=body,
-                              headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
-        except httpx.HTTPError as e:
-            raise ApiError(0, f"cannot reach the API at {self.url}: {e}") from e
-        if r.status_code >= 400:
-            raise ApiError(r.status_code, _detail(r))
-        return r.json() if r.content else None
-
-
-def _detail(r: httpx.Response) -> str:
-    try:
-        detail = r.json().get("detail")
-    except ValueError:
-        return f"HTTP {r.status_code}: {r.text.strip()[:200]}"
-    if isinstance(detail, list):  # validation problems: say where each one is
-        return "; ".join(f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'body'}: {d.get('msg', '')}"
-                         for d in detail if isinstance(d, dict))
-    return str(detail)
 
 
 def _fail(name: str, e: ApiError) -> int:
@@ -84,7 +31,7 @@ def table(rows: list[tuple[str, ...]]) -> None:
 
 def list_schedules(api: Api, namespace: str) -> int:
     try:
-        items = api.call("GET", "", namespace=namespace)
+        items = api.call("GET", PREFIX, namespace=namespace)
     except ApiError as e:
         return _fail("", e)
     rows: list[tuple[str, ...]] = [("NAME", "AGENT", "SCHEDULE", "TIMEZONE", "PHASE", "SUSPEND", "LAST RUN",
@@ -99,7 +46,7 @@ def list_schedules(api: Api, namespace: str) -> int:
 
 def get_schedule(api: Api, namespace: str, name: str) -> int:
     try:
-        obj = api.call("GET", f"/{name}", namespace=namespace)
+        obj = api.call("GET", f"{PREFIX}/{name}", namespace=namespace)
     except ApiError as e:
         return _fail(name, e)
     print(yaml.safe_dump(obj, sort_keys=False), end="")
@@ -108,7 +55,7 @@ def get_schedule(api: Api, namespace: str, name: str) -> int:
 
 def set_suspend(api: Api, namespace: str, name: str, *, suspend: bool) -> int:
     try:
-        api.call("POST", f"/{name}/{'pause' if suspend else 'resume'}", namespace=namespace)
+        api.call("POST", f"{PREFIX}/{name}/{'pause' if suspend else 'resume'}", namespace=namespace)
     except ApiError as e:
         return _fail(name, e)
     print(f"sympoziumschedule/{name}: {'paused' if suspend else 'resumed'} (spec.suspend: {str(suspend).lower()})")
@@ -117,7 +64,7 @@ def set_suspend(api: Api, namespace: str, name: str, *, suspend: bool) -> int:
 
 def trigger(api: Api, namespace: str, name: str) -> int:
     try:
-        out = api.call("POST", f"/{name}/trigger", namespace=namespace)
+        out = api.call("POST", f"{PREFIX}/{name}/trigger", namespace=namespace)
     except ApiError as e:
         return _fail(name, e)
     print(f"sympoziumschedule/{name}: triggered ({out['detail']})")
@@ -126,7 +73,7 @@ def trigger(api: Api, namespace: str, name: str) -> int:
 
 def backfill(api: Api, namespace: str, name: str, *, start: str, end: str) -> int:
     try:
-        out = api.call("POST", f"/{name}/backfill", namespace=namespace, body={"start": start, "end": end})
+        out = api.call("POST", f"{PREFIX}/{name}/backfill", namespace=namespace, body={"start": start, "end": end})
     except ApiError as e:
         return _fail(name, e)
     print(f"sympoziumschedule/{name}: {out['ticks']} tick(s) in [{out['start']}, {out['end']}) backfilled")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from cli.main import main as agentrun
 from cli.stack import free_port
 from models.gate import BLOCKED_TEXT
 from tests.e2e.conftest import API_TOKENS, Stack, agent, agent_run
@@ -106,6 +108,26 @@ def test_approve_through_the_api_records_the_caller_and_a_second_verdict_is_refu
     st = stack.wait_phase(namespace, "appr")["status"]
     assert st["gateVerdict"] == "approved" and st["result"].startswith("echo: hello")
     assert st["gate"]["decidedBy"] == "alice@example.com"
+
+
+def test_the_cli_gives_verdicts_through_the_api_as_the_tokens_identity(
+        api_server: str, stack: Stack, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bob = next(t for t, who in API_TOKENS.items() if who == "bob@example.com")
+    (tmp_path / "endpoints.json").write_text(json.dumps({
+        "api": api_server, "api_token": bob, "kubeconfig": str(stack.kube.kubeconfig),
+        "temporal": stack.temporal.address}))
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, "agentruns", agent_run("nogate", task="sleep:3 x"))
+    stack.wait_phase(namespace, "nogate", {"Running"})
+    assert agentrun(["--state-dir", str(tmp_path), "approve", "nogate", "-n", namespace]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agentrun/nogate: refused: ") and "no gate" in err, err
+    _gated(stack, namespace, "viacli")
+    code = agentrun(["--state-dir", str(tmp_path), "reject", "viacli", "-n", namespace, "--response", "not this"])
+    out = capsys.readouterr().out
+    assert (code, out) == (0, "agentrun/viacli: gate rejected by bob@example.com\n")
+    st = stack.wait_phase(namespace, "viacli")["status"]
+    assert st["gate"]["decidedBy"] == "bob@example.com" and st["result"] == "not this"
 
 
 @pytest.mark.parametrize(("body", "code"), [
