@@ -116,13 +116,12 @@ def test_the_cli_gives_verdicts_through_the_api_as_the_tokens_identity(
     (tmp_path / "endpoints.json").write_text(json.dumps({
         "api": api_server, "api_token": bob, "kubeconfig": str(stack.kube.kubeconfig),
         "temporal": stack.temporal.address}))
-    stack.create(namespace, "agents", agent())
+    _gated(stack, namespace, "viacli")
     stack.create(namespace, "agentruns", agent_run("nogate", task="sleep:3 x"))
     stack.wait_phase(namespace, "nogate", {"Running"})
     assert agentrun(["--state-dir", str(tmp_path), "approve", "nogate", "-n", namespace]) == 1
     err = capsys.readouterr().err
     assert err.startswith("agentrun/nogate: refused: ") and "no gate" in err, err
-    _gated(stack, namespace, "viacli")
     code = agentrun(["--state-dir", str(tmp_path), "reject", "viacli", "-n", namespace, "--response", "not this"])
     out = capsys.readouterr().out
     assert (code, out) == (0, "agentrun/viacli: gate rejected by bob@example.com\n")
