@@ -38,13 +38,23 @@ def kube(localkube: Handle) -> Iterator[client.ApiClient]:
     api.close()
 
 
-@pytest.fixture
-def namespace(kube: client.ApiClient) -> Iterator[str]:
+def _fresh_namespace(kube: client.ApiClient) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     core = client.CoreV1Api(kube)
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})  # type: ignore[arg-type]
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture
+def namespace(kube: client.ApiClient) -> Iterator[str]:
+    yield from _fresh_namespace(kube)
+
+
+@pytest.fixture
+def other_namespace(kube: client.ApiClient) -> Iterator[str]:
+    """A second namespace, for what must stay inside the first."""
+    yield from _fresh_namespace(kube)
 
 
 @pytest.fixture

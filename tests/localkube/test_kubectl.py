@@ -169,14 +169,6 @@ def streaming(args: list[str], env: dict[str, str]) -> Iterator[Streamer]:
         s.stop()
 
 
-@pytest.fixture
-def other_namespace(kube: client.ApiClient) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(kube)
-    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})  # type: ignore[arg-type]
-    yield name
-    core.delete_namespace(name)
-
 
 def crd(group: str, *, columns: bool = True) -> Obj:
     version: Obj = {

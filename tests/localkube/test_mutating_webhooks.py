@@ -44,7 +44,6 @@ pki = validating_tests.pki
 server = validating_tests.server
 closed_port = validating_tests.closed_port
 configs = validating_tests.configs
-other_namespace = validating_tests.other_namespace
 
 
 def patched(ops: Callable[[Obj], list[Obj]]) -> Callable[[Obj], Obj]:

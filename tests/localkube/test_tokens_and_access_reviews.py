@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -63,14 +62,6 @@ def grant(kube: client.ApiClient, namespace: str, name: str, rules: list[Obj], *
 def sa_subject(namespace: str, name: str) -> Obj:
     return {"kind": "ServiceAccount", "name": name, "namespace": namespace}
 
-
-@pytest.fixture
-def other_namespace(kube: client.ApiClient) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core: Any = client.CoreV1Api(kube)
-    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
 
 
 @pytest.fixture

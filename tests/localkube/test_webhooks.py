@@ -253,14 +253,6 @@ def configs(kube: client.ApiClient) -> Iterator[Configs]:
     c.api.delete_collection_validating_webhook_configuration(label_selector=f"{LABEL}={c.run}")
 
 
-@pytest.fixture
-def other_namespace(kube: client.ApiClient) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core: Any = client.CoreV1Api(kube)
-    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
-
 
 @pytest.fixture(scope="module")
 def agentrun_crd(localkube: Handle) -> None:
