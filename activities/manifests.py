@@ -273,12 +273,7 @@ def postrun_job(run: ResolvedRun, *, workflow_id: str, agent_exit_code: int, age
     `post-run` Job runs the gate hook alone (`gate_only`, per attempt), and the `post-gate` Job the others
     once the gate is resolved, with the final result as AGENT_RESULT and the verdict label as GATE_VERDICT.
     (Runs started before that split ask for all hooks, the gate hook first, in one Job.)"""
-    if component == "post-gate":
-        hooks = [h for h in run.post_run if not h.gate]
-    elif gate_only and run.gate_hook is not None:
-        hooks = [run.gate_hook]
-    else:
-        hooks = sorted(run.post_run, key=lambda h: not h.gate)  # the gate hook first, others keep their order
+    hooks = run.hooks_of(component, gate_only=gate_only)
     inits = [_setup_container(run)]
     for h in hooks:
         pairs = [("AGENT_EXIT_CODE", str(agent_exit_code)), ("AGENT_RESULT", cut_utf8(agent_result))]

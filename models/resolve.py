@@ -92,6 +92,18 @@ class ResolvedRun(K8sModel):
     def gate_hook(self) -> ResolvedHook | None:
         return next((h for h in self.post_run if h.gate), None)
 
+    def hooks_of(self, component: str, *, gate_only: bool = False) -> list[ResolvedHook]:
+        """The hooks one Job of `component` runs: the preRun hooks; with a gate, the gate hook alone
+        (`gate_only`) or, in `post-gate`, the others; else every postRun hook, the gate hook first (runs
+        started before the gate hook ran alone still ask for that)."""
+        if component == "prerun":
+            return list(self.pre_run)
+        if component == "post-gate":
+            return [h for h in self.post_run if not h.gate]
+        if gate_only and self.gate_hook is not None:
+            return [self.gate_hook]
+        return sorted(self.post_run, key=lambda h: not h.gate)  # stable: the others keep their order
+
 
 def _seconds(value: str | None, default: str, field: str) -> int:
     text = value if value not in (None, "") else default

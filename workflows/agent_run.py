@@ -280,14 +280,7 @@ class AgentRunWorkflow:
                         after_gate: tuple[str, str] | None = None) -> HookOutcome:
         """A Job of hooks, to its end. `gate`: the gate's Job (with GATE_PATCH, the gate hook alone, stopped
         at `until`); `after_gate` = (label, final result): the other postRun hooks once the gate is resolved."""
-        if component == "prerun":
-            hooks = run.pre_run
-        elif component == "post-gate":
-            hooks = [h for h in run.post_run if not h.gate]
-        elif gate is not None and self._gate.strict and run.gate_hook is not None:
-            hooks = [run.gate_hook]
-        else:
-            hooks = run.post_run
+        hooks = run.hooks_of(component, gate_only=gate is not None and self._gate.strict)
         phase = Phase.POST_RUNNING if component == "post-run" else None
         summary = (f"gate hook {hooks[0].name}" if component == "post-run" and gate is not None and self._gate.strict
                    else f"{component} Job with {len(hooks)} hook(s)")
@@ -464,7 +457,7 @@ class AgentRunWorkflow:
         self._record_refusals()
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
         self._cond(ConditionType.GATE_RESOLVED, "True", label, reason)
-        if strict and any(not h.gate for h in run.post_run):
+        if strict and run.hooks_of("post-gate"):
             after = await self._hook_job(run, "post-gate", agent=agent, after_gate=(label, final))
             if not after.ok:
                 self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
