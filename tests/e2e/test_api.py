@@ -110,6 +110,21 @@ def test_approve_through_the_api_records_the_caller_and_a_second_verdict_is_refu
     assert st["gate"]["decidedBy"] == "alice@example.com"
 
 
+def test_a_verdict_before_the_gate_waits_is_409_and_the_gate_still_waits_later(
+        api: httpx.Client, stack: Stack, namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    gate = {"name": "gate", "image": "busybox:1.36", "gate": True, "command": ["sh", "-c", "true"]}
+    stack.create(namespace, "agentruns", agent_run("soon", task="sleep:3 x",
+                                                   lifecycle={"postRun": [gate], "gateTimeout": "10m"}))
+    stack.wait_phase(namespace, "soon", {"Running"})
+    r = api.post("/api/v1/runs/soon/gate-verdict", params={"namespace": namespace}, json={"action": "approve"})
+    assert (r.status_code, r.json()["detail"]) == (409, "no gate is waiting")
+    wait_for(lambda: ((stack.get_run(namespace, "soon") or {}).get("status", {}).get("gate") or {}).get("state")
+             == "pending", timeout=60, what="the gate to be pending")
+    r = api.post("/api/v1/runs/soon/gate-verdict", params={"namespace": namespace}, json={"action": "approve"})
+    assert r.status_code == 200 and r.json()["decided_by"] == "alice@example.com"
+
+
 def test_the_cli_gives_verdicts_through_the_api_as_the_tokens_identity(
         api_server: str, stack: Stack, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bob = next(t for t, who in API_TOKENS.items() if who == "bob@example.com")
