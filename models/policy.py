@@ -1,7 +1,7 @@
 """The `SympoziumPolicy` resource (SPEC §1.5), both shapes normalised into `PolicyRules`.
 
 The current shape has `toolGating`, `sandboxPolicy`, `subagentPolicy`, `imagePolicy`,
-`lifecyclePolicy`, `featureGates`; the docs shape has `template`, `requireApproval`,
+`lifecyclePolicy`, `featureGates`, `gatePolicy` (who may decide a gate); the docs shape has `template`, `requireApproval`,
 `allowedTools`, `sandbox`. Enforcement reads only `PolicyRules`.
 
 A docs-shape `template` means the built-in policy of that name (`TEMPLATES`, shipped as
@@ -94,6 +94,36 @@ class LifecyclePolicy(K8sModel):
     denied_resources: list[str] = Field(default_factory=list)
 
 
+GROUP_PREFIX = "group:"
+
+
+class GatePolicy(K8sModel):
+    """Who may give a gated run's verdict (SPEC §4, separation of duties).
+
+    `approvers` entries are user names (`alice`, `system:serviceaccount:ns:sa`, an API token's identity) or
+    `group:<name>`; empty means no list (anyone the other rules let through). With `requireDistinctApprover`
+    the identity that created the run may never decide it.
+    """
+
+    approvers: list[str] = Field(default_factory=list)
+    require_distinct_approver: bool = False
+
+    def approves(self, identity: str, groups: list[str] | tuple[str, ...] = ()) -> bool:
+        """`identity` (or one of its `groups`) is named in `approvers`."""
+        return identity in self.approvers or any(GROUP_PREFIX + g in self.approvers for g in groups)
+
+    def refusal(self, identity: str, groups: list[str] | tuple[str, ...] = (), *, creator: str | None,
+                policy: str) -> str | None:
+        """Why `identity` may not decide a run created by `creator` under this policy, naming the rule; None: it may."""
+        if self.approvers and not self.approves(identity, groups):
+            return (f'"{identity}" may not decide this gate: it is not among the approvers of policy "{policy}" '
+                    "(gatePolicy.approvers)")
+        if self.require_distinct_approver and creator and identity == creator:
+            return (f'"{identity}" created this run and may not decide its gate under policy "{policy}" '
+                    "(gatePolicy.requireDistinctApprover)")
+        return None
+
+
 class DocsSandbox(K8sModel):
     enabled: bool = False
     runtime_class: str = ""
@@ -107,6 +137,7 @@ class PolicySpec(K8sModel):
     lifecycle_policy: LifecyclePolicy | None = None
     feature_gates: dict[str, bool] = Field(default_factory=dict)
     denied_env: list[str] = Field(default_factory=list)
+    gate_policy: GatePolicy | None = None
     # docs shape
     template: Literal["Permissive", "Default", "Restrictive"] | None = None
     require_approval: list[str] = Field(default_factory=list)
@@ -131,6 +162,7 @@ class PolicyRules(K8sModel):
     denied_resources: list[str] = Field(default_factory=list)
     denied_env: list[str] = Field(default_factory=lambda: list(ALWAYS_DENIED_ENV))
     feature_gates: dict[str, bool] = Field(default_factory=dict)
+    gate: GatePolicy = Field(default_factory=GatePolicy)
 
 
 def normalize_policy(obj: dict[str, Any]) -> PolicyRules:
@@ -164,6 +196,8 @@ def normalize_policy(obj: dict[str, Any]) -> PolicyRules:
     if spec.lifecycle_policy:
         rules.denied_resources = list(spec.lifecycle_policy.denied_resources)
     rules.feature_gates = dict(spec.feature_gates)
+    if spec.gate_policy:
+        rules.gate = spec.gate_policy
     rules.denied_env = sorted(set(ALWAYS_DENIED_ENV) | set(spec.denied_env))
     # docs shape, on top of the template and the current-shape fields
     if spec.allowed_tools:

@@ -156,3 +156,30 @@ def test_ask_tools_are_admitted_and_listed_for_a_warning() -> None:
     assert approval_tools(run, policy) == ["execute_command"]
     ask_all = rules_of({"toolGating": {"defaultAction": "ask", "rules": [{"tool": "read_file", "action": "allow"}]}})
     assert approval_tools(resolve({"toolPolicy": {"allow": ["read_file", "git"]}}, ask_all), ask_all) == ["git"]
+
+
+def test_gate_policy_is_carried_in_either_shape_and_absent_means_no_list() -> None:
+    spec = {"approvers": ["alice", "group:reviewers"], "requireDistinctApprover": True}
+    for rules in (rules_of({"gatePolicy": spec}), rules_of({"template": "Default", "gatePolicy": spec})):
+        assert rules.gate.approvers == ["alice", "group:reviewers"] and rules.gate.require_distinct_approver
+    assert rules_of({}).gate.approvers == [] and not rules_of({}).gate.require_distinct_approver
+    with pytest.raises(FieldProblem) as e:
+        rules_of({"gatePolicy": {"approvers": "alice"}})
+    assert e.value.field == "spec.gatePolicy.approvers"
+
+
+def test_only_listed_identities_or_groups_may_decide_and_never_the_creator_when_distinct() -> None:
+    gate = rules_of({"gatePolicy": {"approvers": ["alice", "bob", "group:reviewers"],
+                                    "requireDistinctApprover": True}}, "review").gate
+    assert gate.refusal("bob", creator="alice", policy="review") is None
+    assert gate.refusal("carol", ["reviewers"], creator="alice", policy="review") is None
+    outsider = gate.refusal("mallory", ["system:authenticated"], creator="alice", policy="review")
+    assert outsider is not None and '"mallory"' in outsider and "gatePolicy.approvers" in outsider
+    assert 'policy "review"' in outsider
+    creator = gate.refusal("alice", creator="alice", policy="review")
+    assert creator is not None and "gatePolicy.requireDistinctApprover" in creator
+    # Without a list anyone may decide; requireDistinctApprover alone still keeps the creator out.
+    open_gate = rules_of({"gatePolicy": {"requireDistinctApprover": True}}).gate
+    assert open_gate.refusal("anyone", creator="alice", policy="p") is None
+    assert open_gate.refusal("alice", creator="alice", policy="p") is not None
+    assert open_gate.refusal("alice", creator=None, policy="p") is None
