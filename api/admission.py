@@ -1,4 +1,5 @@
-"""The validating admission webhook for AgentRuns (SPEC §1.5): `POST /admission/agentruns`.
+"""The admission webhooks for AgentRuns (SPEC §1.5, §4): validating `POST /admission/agentruns` and mutating
+`POST /admission/agentruns/mutate`.
 
 The kube-apiserver calls it over TLS (deploy/webhook.yaml), so it lives outside `/api/` and takes
 no bearer token. It answers AdmissionReview `admission.k8s.io/v1` with the same evaluation the
@@ -17,13 +18,24 @@ What it refuses, and why only that:
   configuration's `failurePolicy`.
 
 UPDATEs are evaluated only when `spec` changed: metadata changes (the finalizer the worker adds
-and removes, the gate-verdict annotation) are always admitted, so a policy tightened while a run is
-in flight can never wedge its cleanup or its gate. DELETE, CONNECT and subresources are admitted.
+and removes, the gate-verdict annotation) are never evaluated against the spec rules, so a policy tightened
+while a run is in flight can never wedge its cleanup or its gate. DELETE, CONNECT and subresources are admitted.
+
+Authentic verdicts (SPEC §4) are the other half, and need both webhooks. The mutating one stamps who wrote
+what: a new run's `agentrun.dev/created-by` (the requesting user, or — from a trusted creator, the API — the
+identity it set), and on a change of the verdict annotation `sympozium.ai/gate-verdict-by` = the writer (removed
+with the verdict). The validating one then refuses a verdict on a new run, a `gate-verdict-by` that is not the
+writer, any change of `created-by`, and a verdict from anyone but the run's gate hook (its lifecycle
+ServiceAccount) or an approver of the Agent's policy (`gatePolicy`, and never the creator under
+`requireDistinctApprover`). Removing the verdict stays allowed (the worker's gate step removes a stale one).
+Those refusals never reach a workflow, so each is recorded as a `VerdictRefused` Event on the run
+(`api/authority.py`), logged and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 from typing import Any, Literal, cast
@@ -34,10 +46,13 @@ from pydantic.alias_generators import to_camel
 
 from models.base import PolicyViolation
 from models.evaluate import Reader, evaluate_run
+from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.kube import Kube, KubeError, NotFound
-from models.names import GROUP, VERSION
+from models.names import ADMISSION_MUTATE_PATH, ADMISSION_VALIDATE_PATH, ANNOTATION_CREATED_BY, GROUP, VERSION
+from models.policy import Refusal
 from models.resolve import approval_tools
 
+from .authority import Unreadable, gate_authority, record_refusal
 from .deps import State, StateDep
 
 log = logging.getLogger("agentrun.api.admission")
@@ -70,7 +85,15 @@ class ObjectMeta(_Camel):
     uid: str = ""
     generation: int | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
     deletion_timestamp: str | None = None
+
+
+class UserInfo(_Camel):
+    """Who sent the request, as the apiserver authenticated it."""
+
+    username: str = ""
+    groups: list[str] = Field(default_factory=list)
 
 
 class AdmissionRequest(_Camel):
@@ -83,6 +106,7 @@ class AdmissionRequest(_Camel):
     obj: dict[str, Any] | None = Field(None, alias="object")
     old_object: dict[str, Any] | None = None
     dry_run: bool = False
+    user_info: UserInfo = Field(default_factory=UserInfo)
 
 
 class AdmissionReview(_Camel):
@@ -102,10 +126,8 @@ class AdmissionResponse(_Camel):
     allowed: bool
     status: AdmissionStatus | None = None
     warnings: list[str] | None = None
-
-
-class Unreadable(Exception):
-    """The Agent or policy could not be read, so the run cannot be checked."""
+    patch_type: Literal["JSONPatch"] | None = None
+    patch: str | None = None
 
 
 def _bad(detail: str) -> HTTPException:
@@ -132,7 +154,7 @@ def parse_review(body: bytes) -> AdmissionReview:
         raise _bad(f"not an AdmissionReview {ADMISSION_API_VERSION}: {_first_error('', e)}") from None
 
 
-def _reader(kube: Kube, ns: str) -> Reader:
+def reader(kube: Kube, ns: str) -> Reader:
     async def read(plural: str, name: str) -> dict[str, Any] | None:
         try:
             obj = await kube.call(kube.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
@@ -153,10 +175,113 @@ def _refuse(uid: str, code: int, reason: str, message: str) -> AdmissionResponse
     return AdmissionResponse(uid=uid, allowed=False, status=AdmissionStatus(code=code, reason=reason, message=message))
 
 
-async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
+def _check_resource(req: AdmissionRequest) -> None:
     if (req.resource.group, req.resource.resource) != (GROUP, "agentruns"):
         raise _bad(f"this webhook admits {GROUP} agentruns, not {req.resource.group or 'core'} "
                    f"{req.resource.resource!r}")
+
+
+def _metadata(obj: dict[str, Any] | None, where: str) -> ObjectMeta:
+    if obj is None:
+        return ObjectMeta()
+    try:
+        return ObjectMeta.model_validate(obj.get("metadata") or {})
+    except ValidationError as e:
+        raise _bad(_first_error(f"{where}.metadata", e)) from None
+
+
+# -- authentic verdicts ------------------------------------------------------------------------------------------
+
+RULE_VERDICT_AT_CREATION = "verdict-at-creation"
+RULE_VERDICT_BY = "gate-verdict-by"
+RULE_CREATED_BY = "created-by"
+
+
+def _creation_refusal(state: State, req: AdmissionRequest, notes: dict[str, str]) -> Refusal | None:
+    given = [k for k in (VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION) if k in notes]
+    if given:
+        return Refusal(RULE_VERDICT_AT_CREATION, f"a verdict cannot be given at creation: {', '.join(given)} may "
+                                                 "not be set on a new run (a verdict counts only while its gate waits)")
+    who = req.user_info.username
+    creator = notes.get(ANNOTATION_CREATED_BY)
+    if creator is not None and creator != who and who not in state.settings.trusted_creators:
+        return Refusal(RULE_CREATED_BY, f'{ANNOTATION_CREATED_BY} must name the user creating the run ("{who}"), '
+                                        f'not "{creator}"')
+    return None
+
+
+def _stamp_refusal(req: AdmissionRequest, old: dict[str, str], new: dict[str, str]) -> Refusal | None:
+    """A change of `created-by` (never allowed after creation) or of `gate-verdict-by` that is not the admission
+    webhook's stamp of this writer."""
+    who = req.user_info.username
+    if old.get(ANNOTATION_CREATED_BY) != new.get(ANNOTATION_CREATED_BY):
+        return Refusal(RULE_CREATED_BY, f"{ANNOTATION_CREATED_BY} cannot be set or changed after the run is created")
+    verdict, by = new.get(VERDICT_ANNOTATION), new.get(VERDICT_BY_ANNOTATION)
+    changed = verdict != old.get(VERDICT_ANNOTATION)
+    forged = f'{VERDICT_BY_ANNOTATION} is stamped by the admission webhook with the verdict\'s writer; "{who}" may ' \
+             "not set, change or remove it"
+    if by != old.get(VERDICT_BY_ANNOTATION) and not ((changed and verdict is not None and by == who)
+                                                      or (verdict is None and by is None)):
+        return Refusal(RULE_VERDICT_BY, forged)
+    if changed and verdict is not None and by is not None and by != who:
+        return Refusal(RULE_VERDICT_BY, forged)
+    return None
+
+
+async def _authenticity(state: State, req: AdmissionRequest, obj: dict[str, Any], meta: ObjectMeta,
+                        ns: str) -> AdmissionResponse | None:
+    """The refusal of a CREATE or UPDATE that breaks the authentic-verdict rules, else None."""
+    who = req.user_info.username
+    if req.operation == "CREATE":
+        refusal = _creation_refusal(state, req, meta.annotations)
+        if refusal is None:
+            return None
+        if refusal.rule == RULE_CREATED_BY:
+            log.info("refused AgentRun %s/%s: %s", ns, meta.name or meta.generate_name, refusal.message)
+            state.refusals[f"admission {refusal.rule}"] += 1
+            return _refuse(req.uid, 403, "Forbidden", refusal.message)
+        return await _refuse_verdict(state, req, obj, ns, refusal)
+    if req.old_object is None:
+        return None
+    old = _metadata(req.old_object, "request.oldObject").annotations
+    refusal = _stamp_refusal(req, old, meta.annotations)
+    if refusal is not None:
+        if refusal.rule == RULE_CREATED_BY:
+            log.info("refused a change of AgentRun %s/%s: %s", ns, meta.name, refusal.message)
+            state.refusals[f"admission {refusal.rule}"] += 1
+            return _refuse(req.uid, 403, "Forbidden", refusal.message)
+        return await _refuse_verdict(state, req, obj, ns, refusal)
+    verdict = meta.annotations.get(VERDICT_ANNOTATION)
+    if verdict is None or verdict == old.get(VERDICT_ANNOTATION):
+        return None  # no verdict given (removing one is allowed: the gate step clears a stale one)
+    try:
+        async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
+            authority = await gate_authority(reader(state.kube, ns), req.old_object)
+    except (TimeoutError, Unreadable) as e:
+        why = str(e) or f"reading the Agent and policy took over {EVALUATE_TIMEOUT_SECONDS:g}s"
+        log.warning("refused a verdict on AgentRun %s/%s from %s: %s", ns, meta.name, who, why)
+        return _refuse(req.uid, 503, "ServiceUnavailable",
+                       f"cannot check who may decide this run against its Agent's policy, so the verdict is refused: "
+                       f"{why}")
+    refusal = authority.annotation_refusal(who, req.user_info.groups, namespace=ns, run=meta.name or req.name)
+    if refusal is not None:
+        return await _refuse_verdict(state, req, obj, ns, refusal)
+    return None
+
+
+async def _refuse_verdict(state: State, req: AdmissionRequest, obj: dict[str, Any], ns: str,
+                          refusal: Refusal) -> AdmissionResponse:
+    state.refusals[f"admission {refusal.rule}"] += 1
+    if not req.dry_run:
+        await record_refusal(state.kube, namespace=ns, run=req.old_object or obj, who=req.user_info.username,
+                             refusal=refusal, via="admission")
+    return _refuse(req.uid, 403, "Forbidden", refusal.message)
+
+
+# -- the validating webhook --------------------------------------------------------------------------------------
+
+async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
+    _check_resource(req)
     if req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
         return _allow(req.uid)  # status writes and deletions carry nothing a policy governs
     obj = req.obj
@@ -165,23 +290,23 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     spec = obj.get("spec")
     if not (spec is None or isinstance(spec, dict)):
         raise _bad("request.object.spec must be an object")
-    try:
-        meta = ObjectMeta.model_validate(obj.get("metadata") or {})
-    except ValidationError as e:
-        raise _bad(_first_error("request.object.metadata", e)) from None
+    meta = _metadata(obj, "request.object")
+    ns = req.namespace or meta.namespace
+    if not ns:
+        raise _bad("request.namespace is required: AgentRuns are namespaced")
+    refused = await _authenticity(state, req, obj, meta, ns)
+    if refused is not None:
+        return refused
     if req.operation == "UPDATE":
         old_spec = req.old_object.get("spec") if req.old_object is not None else None
         if meta.deletion_timestamp or (req.old_object is not None and old_spec == spec):
             return _allow(req.uid)
-    ns = req.namespace or meta.namespace
-    if not ns:
-        raise _bad("request.namespace is required: AgentRuns are namespaced")
     meta.namespace = ns
-    run = {**obj, "metadata": meta.model_dump(by_alias=True, exclude_none=True)}
+    run = {**obj, "metadata": meta.model_dump(by_alias=True, exclude_none=True, exclude={"annotations"})}
     who = f"{ns}/{req.name or meta.name or meta.generate_name + '*'}"  # for the log
     try:
         async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
-            ev = await evaluate_run(run, read=_reader(state.kube, ns), default_image=state.settings.agent_image)
+            ev = await evaluate_run(run, read=reader(state.kube, ns), default_image=state.settings.agent_image)
     except TimeoutError:
         log.warning("refused AgentRun %s: reading its Agent and policy took over %ss", who, EVALUATE_TIMEOUT_SECONDS)
         return _refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run against its Agent's policy, so it "
@@ -202,10 +327,63 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     return _allow(req.uid, warnings)
 
 
-@router.post("/admission/agentruns", responses={400: {"description": "not an AdmissionReview v1 for agentruns"}})
-async def admit_agentrun(request: Request, state: StateDep) -> dict[str, Any]:
-    """Validate an AgentRun CREATE or UPDATE against its Agent's SympoziumPolicy."""
-    review = parse_review(await request.body())
-    response = await decide(state, review.request)
+# -- the mutating webhook ----------------------------------------------------------------------------------------
+
+def _pointer(key: str) -> str:
+    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def stamps(state: State, req: AdmissionRequest) -> dict[str, str | None]:
+    """The annotations the mutating webhook sets (a value) or removes (None) on this request."""
+    _check_resource(req)
+    if req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
+        return {}
+    if req.obj is None:
+        raise _bad(f"request.object is required for {req.operation}")
+    notes = _metadata(req.obj, "request.object").annotations
+    who = req.user_info.username
+    if req.operation == "CREATE":
+        if who in state.settings.trusted_creators and notes.get(ANNOTATION_CREATED_BY):
+            return {}  # the API, creating the run for its token's identity, which it stamped itself
+        return {ANNOTATION_CREATED_BY: who}
+    old = _metadata(req.old_object, "request.oldObject").annotations
+    verdict = notes.get(VERDICT_ANNOTATION)
+    if verdict == old.get(VERDICT_ANNOTATION):
+        return {}
+    if verdict is not None:
+        return {VERDICT_BY_ANNOTATION: who}
+    return {VERDICT_BY_ANNOTATION: None} if VERDICT_BY_ANNOTATION in notes else {}
+
+
+def mutate(state: State, req: AdmissionRequest) -> AdmissionResponse:
+    changes = stamps(state, req)
+    if not changes:
+        return _allow(req.uid)
+    assert req.obj is not None  # stamps() refused a write without one
+    ops: list[dict[str, Any]] = []
+    if not isinstance((req.obj.get("metadata") or {}).get("annotations"), dict):
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    for key, value in changes.items():
+        ops.append({"op": "remove", "path": _pointer(key)} if value is None
+                   else {"op": "add", "path": _pointer(key), "value": value})
+    patch = base64.b64encode(json.dumps(ops).encode()).decode()
+    return AdmissionResponse(uid=req.uid, allowed=True, patch_type="JSONPatch", patch=patch)
+
+
+def _answer(response: AdmissionResponse) -> dict[str, Any]:
     return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview",
             "response": response.model_dump(by_alias=True, exclude_none=True)}
+
+
+@router.post(ADMISSION_VALIDATE_PATH, responses={400: {"description": "not an AdmissionReview v1 for agentruns"}})
+async def admit_agentrun(request: Request, state: StateDep) -> dict[str, Any]:
+    """Validate an AgentRun CREATE or UPDATE: its Agent's SympoziumPolicy, and who may give its verdict."""
+    review = parse_review(await request.body())
+    return _answer(await decide(state, review.request))
+
+
+@router.post(ADMISSION_MUTATE_PATH, responses={400: {"description": "not an AdmissionReview v1 for agentruns"}})
+async def mutate_agentrun(request: Request, state: StateDep) -> dict[str, Any]:
+    """Stamp a new AgentRun's creator and the writer of a verdict annotation (a JSONPatch)."""
+    review = parse_review(await request.body())
+    return _answer(mutate(state, review.request))

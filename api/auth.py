@@ -1,7 +1,9 @@
 """Bearer tokens → identities, from a file that is re-read when it changes.
 
-The identity is what a gate verdict records as `decidedBy`. Tokens are compared in constant
-time; an empty or missing file means nobody is authorised (unless the API runs --insecure).
+Lines are `token identity`, optionally followed by comma-separated groups (`token identity group1,group2`), so a
+policy's `gatePolicy.approvers` entry `group:<name>` can name API users too. The identity is what a gate verdict
+records as `decidedBy`. Tokens are compared in constant time; an empty or missing file means nobody is authorised
+(unless the API runs --insecure).
 """
 
 from __future__ import annotations
@@ -12,13 +14,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+@dataclass(frozen=True)
+class Caller:
+    identity: str
+    groups: tuple[str, ...] = ()
+
+
+ANONYMOUS = Caller("anonymous")
+
+
 @dataclass
 class TokenFile:
     path: Path | None
     _mtime: float = -1.0
-    _tokens: dict[str, str] = field(default_factory=dict)
+    _tokens: dict[str, Caller] = field(default_factory=dict)
 
-    def tokens(self) -> dict[str, str]:
+    def tokens(self) -> dict[str, Caller]:
         if self.path is None:
             return {}
         try:
@@ -31,19 +42,23 @@ class TokenFile:
             self._mtime = mtime
         return self._tokens
 
-    def identity(self, token: str) -> str | None:
+    def caller(self, token: str) -> Caller | None:
         for known, who in self.tokens().items():
             if hmac.compare_digest(known.encode(), token.encode()):
                 return who
         return None
 
+    def identity(self, token: str) -> str | None:
+        who = self.caller(token)
+        return who.identity if who is not None else None
 
-def parse_tokens(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
+
+def parse_tokens(text: str) -> dict[str, Caller]:
+    out: dict[str, Caller] = {}
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        token, _, who = line.partition(" ")
-        out[token] = who.strip() or "anonymous"
+        token, who, groups, *_ = [*line.split(None, 2), "", ""]
+        out[token] = Caller(who or ANONYMOUS.identity, tuple(g.strip() for g in groups.split(",") if g.strip()))
     return out

@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 from models.kube import Kube
 
-from .auth import TokenFile
+from .auth import ANONYMOUS, Caller, TokenFile
 from .settings import ApiSettings
 
 
@@ -30,6 +30,8 @@ class State:
         self.tokens = TokenFile(Path(settings.token_file) if settings.token_file else None)
         self.requests: Counter[str] = Counter()
         self.verdicts: Counter[str] = Counter()
+        # Verdicts refused before they reached a workflow: "<via> <rule>" (via: admission or api).
+        self.refusals: Counter[str] = Counter()
 
 
 def get_state(request: Request) -> State:
@@ -39,17 +41,22 @@ def get_state(request: Request) -> State:
 StateDep = Annotated[State, Depends(get_state)]
 
 
-def identity(request: Request, state: StateDep) -> str:
+def caller(request: Request, state: StateDep) -> Caller:
     if state.settings.insecure and not state.tokens.tokens():
-        return "anonymous"
+        return ANONYMOUS
     header = request.headers.get("authorization", "")
     if not header.lower().startswith("bearer "):
         raise HTTPException(status_code=401, detail="missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-    who = state.tokens.identity(header[7:].strip())
+    who = state.tokens.caller(header[7:].strip())
     if who is None:
         raise HTTPException(status_code=401, detail="invalid token", headers={"WWW-Authenticate": "Bearer"})
     return who
 
 
+def identity(who: Annotated[Caller, Depends(caller)]) -> str:
+    return who.identity
+
+
+CallerDep = Annotated[Caller, Depends(caller)]
 Identity = Annotated[str, Depends(identity)]
 Namespace = Annotated[str, Query(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]

@@ -2,7 +2,8 @@
 
 Runs are created as AgentRun objects (never bare workflows); reads come from the objects.
 Gate verdicts go to the run's workflow as a Temporal Update, so the caller learns at once
-whether the verdict was accepted. Every `/api/` route needs a bearer token.
+whether the verdict was accepted, after the run's Agent's policy (`gatePolicy`) has said that the token's
+identity may decide it (`api/authority.py`). Every `/api/` route needs a bearer token.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from workflows.agent_run import AgentRunWorkflow
 
 from . import admission, errors, schedules
 from .auth import TokenFile
-from .deps import Identity, Namespace, State, StateDep
+from .authority import Unreadable, gate_authority, record_refusal
+from .deps import CallerDep, Identity, Namespace, State, StateDep
 from .settings import ApiSettings
 
 log = logging.getLogger("agentrun.api")
@@ -171,9 +173,11 @@ async def delete_run(name: str, state: StateDep, who: Identity, namespace: Names
            openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                "schema": VerdictBody.model_json_schema()}}}},
            responses={400: {"description": "not a verdict (bad JSON, unknown action, missing response)"},
-                      401: {"description": "missing or invalid token"}, 404: {"description": "no such run"},
+                      401: {"description": "missing or invalid token"},
+                      403: {"description": "the run's policy does not let this identity decide (gatePolicy)"},
+                      404: {"description": "no such run"},
                       409: {"description": "no gate can take a verdict (none, not waiting yet, decided, or run finished)"}})
-async def gate_verdict(name: str, request: Request, state: StateDep, who: Identity,
+async def gate_verdict(name: str, request: Request, state: StateDep, caller: CallerDep,
                        namespace: Namespace = "default") -> GateView:
     try:
         raw = json.loads(await request.body())
@@ -190,6 +194,16 @@ async def gate_verdict(name: str, request: Request, state: StateDep, who: Identi
     if action in ("reject", "rewrite") and not response:
         raise HTTPException(status_code=400, detail="response is required for reject/rewrite actions")
     run = await _read_run(state, namespace, name)
+    who = caller.identity
+    try:
+        authority = await gate_authority(admission.reader(state.kube, namespace), run)
+    except Unreadable as e:
+        raise HTTPException(status_code=503, detail=f"cannot check who may decide this run: {e}") from e
+    refusal = authority.refusal(who, caller.groups)
+    if refusal is not None:
+        state.refusals[f"api {refusal.rule}"] += 1
+        await record_refusal(state.kube, namespace=namespace, run=run, who=who, refusal=refusal, via="api")
+        raise HTTPException(status_code=403, detail=refusal.message)
     st = run.get("status") or {}
     wid = st.get("workflowId")
     if st.get("phase") in TERMINAL_PHASES:
@@ -247,6 +261,12 @@ async def metrics(state: StateDep) -> str:
               "# TYPE agentrun_gate_verdicts_total counter"]
     for key, n in sorted(state.verdicts.items()):
         lines.append(f'agentrun_gate_verdicts_total{{outcome="{key}"}} {n}')
+    lines += ["# HELP agentrun_verdicts_refused_total Verdicts refused before they reached a workflow (at admission "
+              "or by the API), by where and the rule.",
+              "# TYPE agentrun_verdicts_refused_total counter"]
+    for key, n in sorted(state.refusals.items()):
+        via, _, rule = key.partition(" ")
+        lines.append(f'agentrun_verdicts_refused_total{{via="{via}",rule="{rule}"}} {n}')
     return "\n".join(lines) + "\n"
 
 

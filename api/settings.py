@@ -27,3 +27,7 @@ class ApiSettings(BaseSettings):
     # A second listener, HTTPS with the certificate above, that serves only the admission webhook (and probes);
     # the API itself then stays plain HTTP on `port` (TLS at the Ingress). 0: one listener serves everything.
     webhook_port: int = 0
+    # Kubernetes users whose `agentrun.dev/created-by` the mutating webhook keeps on a new run (JSON list): the API's
+    # own identity, which creates runs for its token's identity and stamps that. Anyone else's runs are stamped with
+    # the requesting user.
+    trusted_creators: list[str] = []

@@ -31,11 +31,24 @@ LABEL_MANAGED = "app.kubernetes.io/managed-by"
 MANAGED_BY = "agentrun"
 
 ANNOTATION_WORKFLOW = "agentrun.dev/workflow-id"
+# Who created the run: stamped by the mutating admission webhook (the requesting user), or by the API with its
+# token's identity (the webhook keeps that one when the API is a trusted creator). No one may change it later.
 ANNOTATION_CREATED_BY = "agentrun.dev/created-by"
 ANNOTATION_TICK = "agentrun.dev/tick-workflow"
 ANNOTATION_TICK_TIME = "agentrun.dev/tick-time"
 # On a gate's Job: the run's resourceVersion when its gate started (annotation verdicts older than that are refused).
 ANNOTATION_GATE_FROM = "agentrun.dev/gate-from-version"
+
+# decidedBy of an annotation verdict whose writer no admission webhook vouched for (SPEC §4).
+UNVERIFIED = "unverified"
+# The Event reason of a verdict refused before it reached the workflow (at admission, or by the API's gatePolicy
+# check); the workflow records the ones it refuses in the run's VerdictRefused condition.
+REASON_VERDICT_REFUSED = "VerdictRefused"
+# The admission webhooks' paths on the API's webhook listener, and the name of the MutatingWebhookConfiguration
+# whose presence tells the bridge that `gate-verdict-by` is stamped by the webhook (chart: <release>-agentruns).
+ADMISSION_VALIDATE_PATH = "/admission/agentruns"
+ADMISSION_MUTATE_PATH = "/admission/agentruns/mutate"
+WEBHOOK_CONFIGURATION = "agentrun-agentruns"
 
 # The run's finalizer: the worker removes it once the run's objects are cleaned up.
 RUN_FINALIZER = "agentrun.dev/cleanup"

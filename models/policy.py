@@ -11,7 +11,7 @@ same name, and the docs-shape fields (`allowedTools`, `requireApproval`, `sandbo
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
 
@@ -95,6 +95,15 @@ class LifecyclePolicy(K8sModel):
 
 
 GROUP_PREFIX = "group:"
+RULE_APPROVERS = "gatePolicy.approvers"
+RULE_DISTINCT_APPROVER = "gatePolicy.requireDistinctApprover"
+
+
+class Refusal(NamedTuple):
+    """Why a verdict (or a write) is refused: the rule's name (a metric label) and a message naming it."""
+
+    rule: str
+    message: str
 
 
 class GatePolicy(K8sModel):
@@ -113,14 +122,14 @@ class GatePolicy(K8sModel):
         return identity in self.approvers or any(GROUP_PREFIX + g in self.approvers for g in groups)
 
     def refusal(self, identity: str, groups: list[str] | tuple[str, ...] = (), *, creator: str | None,
-                policy: str) -> str | None:
-        """Why `identity` may not decide a run created by `creator` under this policy, naming the rule; None: it may."""
+                policy: str) -> Refusal | None:
+        """Why `identity` may not decide a run created by `creator` under this policy; None: it may."""
         if self.approvers and not self.approves(identity, groups):
-            return (f'"{identity}" may not decide this gate: it is not among the approvers of policy "{policy}" '
-                    "(gatePolicy.approvers)")
+            return Refusal(RULE_APPROVERS, f'"{identity}" may not decide this gate: it is not among the approvers '
+                                           f'of policy "{policy}" ({RULE_APPROVERS})')
         if self.require_distinct_approver and creator and identity == creator:
-            return (f'"{identity}" created this run and may not decide its gate under policy "{policy}" '
-                    "(gatePolicy.requireDistinctApprover)")
+            return Refusal(RULE_DISTINCT_APPROVER, f'"{identity}" created this run and may not decide its gate '
+                                                   f'under policy "{policy}" ({RULE_DISTINCT_APPROVER})')
         return None
 
 

@@ -290,11 +290,14 @@ async def test_an_update_is_checked_only_when_the_spec_changes(
     assert_refused(await admit(webhook, review(ns, edited, op="UPDATE", old=old)), "spec.toolPolicy.allow[0]",
                    "toolGating")
     # ...but metadata changes (finalizers, the gate-verdict annotation) always pass, so a policy
-    # tightened while a run is in flight never blocks its cleanup or its gate.
+    # tightened while a run is in flight never blocks its cleanup or its gate (the verdict written by the
+    # run's gate hook, which alone may write it under a policy without gatePolicy approvers).
     tagged = copy.deepcopy(stale)
     tagged["metadata"]["finalizers"] = ["agentrun.dev/cleanup"]
     tagged["metadata"]["annotations"] = {"sympozium.ai/gate-verdict": '{"action": "approve"}'}
-    assert (await admit(webhook, review(ns, tagged, op="UPDATE", old=stale)))["allowed"] is True
+    by_gate_hook = review(ns, tagged, op="UPDATE", old=stale)
+    by_gate_hook["request"]["userInfo"]["username"] = f"system:serviceaccount:{ns}:sympozium-lifecycle-r1"
+    assert (await admit(webhook, by_gate_hook))["allowed"] is True
     deleting = copy.deepcopy(edited)
     deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
     assert (await admit(webhook, review(ns, deleting, op="UPDATE", old=old)))["allowed"] is True

@@ -1,0 +1,126 @@
+"""Who may give a gate's verdict (SPEC §4: authentic verdicts, separation of duties).
+
+The API keeps two of the doors a verdict comes through: the admission webhook, which sees every write of the
+`sympozium.ai/gate-verdict` annotation with the writer's Kubernetes identity (`api/admission.py`), and
+`POST /api/v1/runs/{name}/gate-verdict`, which knows the caller by its bearer token (`api/main.py`). Both ask the
+same question here — what does the run's Agent's policy say in `gatePolicy`, and who created the run — so the two
+doors refuse the same people. A refused verdict never reaches the workflow, so it is recorded here: a Warning
+Event `VerdictRefused` on the run naming who and why, a log line, and the API's metric.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from models.agent import normalize_agent
+from models.base import FieldProblem
+from models.evaluate import Reader, agent_name_of, read_agent
+from models.kube import Kube, KubeError
+from models.names import (
+    ANNOTATION_CREATED_BY,
+    API_VERSION,
+    POLICIES,
+    REASON_VERDICT_REFUSED,
+    lifecycle_subject,
+)
+from models.policy import GatePolicy, Refusal, normalize_policy
+
+log = logging.getLogger("agentrun.api.authority")
+RULE_GATE_HOOK_OR_APPROVER = "gate-hook-or-approver"
+# Recording a refusal must never hold up the answer for long (the apiserver waits on the webhook).
+EVENT_TIMEOUT_SECONDS = 3.0
+
+
+class Unreadable(Exception):
+    """The Agent or policy could not be read (or the policy is invalid), so the run cannot be checked."""
+
+
+@dataclass(frozen=True)
+class GateAuthority:
+    """The `gatePolicy` of a run's Agent's policy (empty when there is no policy) and who created the run."""
+
+    policy: str
+    gate: GatePolicy
+    creator: str | None
+
+    def refusal(self, identity: str, groups: list[str] | tuple[str, ...] = ()) -> Refusal | None:
+        """Why `identity` may not decide through the API; None: it may."""
+        return self.gate.refusal(identity, groups, creator=self.creator, policy=self.policy)
+
+    def annotation_refusal(self, identity: str, groups: list[str] | tuple[str, ...], *, namespace: str,
+                           run: str) -> Refusal | None:
+        """Why `identity` may not write the run's verdict annotation: only the run's gate hook (its lifecycle
+        ServiceAccount) or an approver of the policy may; None: it may."""
+        hook = lifecycle_subject(namespace, run)
+        if identity == hook:
+            return None
+        if not self.gate.approvers:
+            where = f'policy "{self.policy}"' if self.policy else "the run's Agent, which has no policy"
+            return Refusal(RULE_GATE_HOOK_OR_APPROVER,
+                           f'"{identity}" may not give this run\'s verdict by annotation: only its gate hook ({hook}) '
+                           f"or an approver named in gatePolicy.approvers may, and {where} names none")
+        return self.refusal(identity, groups)
+
+
+def creator_of(run: dict[str, Any]) -> str | None:
+    notes = (run.get("metadata") or {}).get("annotations") or {}
+    who = notes.get(ANNOTATION_CREATED_BY)
+    return who if isinstance(who, str) and who else None
+
+
+async def gate_authority(read: Reader, run: dict[str, Any]) -> GateAuthority:
+    """The run's gate authority. No Agent, or an Agent without a policy: no gatePolicy (the run cannot have
+    started a gate anyway); a policy that cannot be read or parsed: `Unreadable` (fail closed)."""
+    none = GateAuthority("", GatePolicy(), creator_of(run))
+    name = agent_name_of(run)
+    agent = await read_agent(read, name) if name else None
+    if agent is None:
+        return none
+    try:
+        ref = normalize_agent(agent).policy_ref
+    except FieldProblem:
+        return none
+    if not ref:
+        return none
+    policy = await read(POLICIES, ref)
+    if policy is None:
+        return none
+    try:
+        rules = normalize_policy(policy)
+    except FieldProblem as e:
+        raise Unreadable(f'SympoziumPolicy "{ref}" is invalid: {e}') from None
+    return GateAuthority(rules.name or ref, rules.gate, none.creator)
+
+
+REPORTING_INSTANCE = f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def record_refusal(kube: Kube, *, namespace: str, run: dict[str, Any], who: str, refusal: Refusal,
+                         via: str) -> None:
+    """A Warning Event `VerdictRefused` on the run naming who and why, and a log line. Failing to write the Event is
+    logged, never raised: the refusal itself stands."""
+    meta = run.get("metadata") or {}
+    name = str(meta.get("name") or meta.get("generateName") or "")
+    message = f"verdict from {who} refused ({via}): {refusal.message}"
+    log.warning("AgentRun %s/%s: %s", namespace, name, message)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    involved = {"apiVersion": API_VERSION, "kind": "AgentRun", "namespace": namespace, "name": name}
+    if meta.get("uid"):
+        involved["uid"] = str(meta["uid"])
+    event = {"apiVersion": "v1", "kind": "Event",
+             "metadata": {"generateName": f"{name or 'agentrun'}.", "namespace": namespace},
+             "involvedObject": involved, "reason": REASON_VERDICT_REFUSED, "message": message[:1024],
+             "type": "Warning", "source": {"component": "agentrun-api"}, "reportingComponent": "agentrun-api",
+             "reportingInstance": REPORTING_INSTANCE, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+    try:
+        async with asyncio.timeout(EVENT_TIMEOUT_SECONDS):
+            await kube.call(kube.core.create_namespaced_event, namespace, event,
+                            action=f"record a VerdictRefused Event on AgentRun {namespace}/{name}")
+    except (KubeError, TimeoutError) as e:
+        log.warning("could not record the refused verdict on AgentRun %s/%s as an Event: %s", namespace, name, e)
