@@ -3,7 +3,10 @@
 - a new (or not yet started) AgentRun ⇒ start its workflow, idempotently (the workflow ID is
   derived from namespace, name and uid, and duplicates are rejected by Temporal);
 - an AgentRun being deleted ⇒ cancel its workflow (whose cleanup then releases the object);
-- a run's Job that completed or failed ⇒ signal the owning workflow.
+- a run's Job that completed or failed ⇒ signal the owning workflow;
+- a verdict annotation ⇒ a verdict signal, decided by the writer the admission webhook stamped in
+  `sympozium.ai/gate-verdict-by` when that webhook is installed for the run's namespace (`verdicts.py`), else
+  by "unverified": without the webhook anyone with `patch` could have written either annotation.
 
 One watch per kind for all runs, never one per run. On start (and after any watch restart)
 the watches begin with a full list, so whatever happened while the bridge was down is
@@ -26,7 +29,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.agentrun import TERMINAL_PHASES
-from models.gate import VERDICT_ANNOTATION, parse_annotation
+from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION, parse_annotation
 from models.kube import Conflict, Kube, NotFound, finalizer_removed
 from models.names import (
     AGENTRUNS,
@@ -36,8 +39,8 @@ from models.names import (
     LABEL_RUN,
     RUN_FINALIZER,
     SCHEDULES,
+    UNVERIFIED,
     VERSION,
-    lifecycle_subject,
 )
 from models.resolve import RunRef
 from models.settings import user_agent
@@ -49,6 +52,7 @@ from .leader import LeaderElector
 from .prune import keep_prune_schedule
 from .schedules import ScheduleSync
 from .settings import BridgeSettings
+from .verdicts import WebhookCheck
 from .watch import KindWatcher
 
 log = logging.getLogger("agentrun.bridge")
@@ -100,6 +104,7 @@ class Bridge:
         self._verdicts = Memo()  # workflow ID -> the verdict annotation last forwarded
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.schedules = ScheduleSync(self.kube, temporal, task_queue=settings.temporal.task_queue)
+        self.webhook = WebhookCheck(self.kube, settings.verdict_webhook)
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
                                      identity=self.identity, lease_seconds=settings.lease_seconds,
                                      renew_seconds=settings.lease_renew_seconds)
@@ -230,7 +235,8 @@ class Bridge:
         if verdict is None:
             log.info("ignoring malformed gate verdict on %s/%s", ref.namespace, ref.name)
             return
-        verdict.decided_by = lifecycle_subject(ref.namespace, ref.name)
+        by = (meta.get("annotations") or {}).get(VERDICT_BY_ANNOTATION)
+        verdict.decided_by = by if by and await self.webhook.covers(ref.namespace) else UNVERIFIED
         # The version it was seen in: the workflow refuses a verdict written before its gate started.
         verdict.resource_version = meta.get("resourceVersion")
         await self.temporal.get_workflow_handle(wid).signal(AgentRunWorkflow.verdict, verdict)

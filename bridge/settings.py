@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.names import WEBHOOK_CONFIGURATION
 from models.prune import DEFAULT_RUN_HISTORY_LIMIT, PRUNE_SCHEDULE_ID
 from models.settings import HealthSettings, KubeSettings, TemporalSettings
 
@@ -37,3 +38,7 @@ class BridgeSettings(BaseSettings):
     # How often schedule statuses (nextRunTime) and their Temporal Schedules are checked between events.
     schedule_resync_seconds: float = 60.0
     prune: PruneSettings = PruneSettings()
+    # The MutatingWebhookConfiguration that stamps `sympozium.ai/gate-verdict-by` (api/admission.py). Where it exists
+    # and covers a run's namespace, an annotation verdict is decided by the stamped writer; elsewhere, or with this
+    # empty, by "unverified" (SPEC §4).
+    verdict_webhook: str = WEBHOOK_CONFIGURATION

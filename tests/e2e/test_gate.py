@@ -50,7 +50,8 @@ def test_annotation_verdicts_resolve_the_gate(stack: Stack, namespace: str, verd
     st = run["status"]
     assert st["phase"] == "Succeeded" and st["gateVerdict"] == label
     assert st["result"].startswith(result)
-    assert st["gate"]["state"] == label and st["gate"]["decidedBy"].endswith(":sympozium-lifecycle-g")
+    # No admission webhook stamps the writer in this stack: the verdict is unverified (SPEC §4).
+    assert st["gate"]["state"] == label and st["gate"]["decidedBy"] == "unverified"
     assert any(c["type"] == "GateResolved" and c["reason"] == label for c in st["conditions"])
 
 

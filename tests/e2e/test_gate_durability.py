@@ -232,5 +232,5 @@ def test_an_annotation_verdict_given_while_the_bridge_is_down_is_applied_when_it
     st = stack.wait_phase(ns, name, timeout=60)["status"]
     assert st["phase"] == "Succeeded" and st["gateVerdict"] == "approved", st
     assert st["result"] == "echo: hi", st
-    assert st["gate"]["decidedBy"] == f"system:serviceaccount:{ns}:sympozium-lifecycle-{name}", st["gate"]
+    assert st["gate"]["decidedBy"] == "unverified", st["gate"]  # no admission webhook vouches for the writer here
     stack.wait_gone(ns, name)
