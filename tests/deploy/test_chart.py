@@ -50,8 +50,13 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "create", "delete")),
         *(("sympozium.ai", r, "get") for r in ("agents", "sympoziuminstances", "sympoziumpolicies")),
         *(("sympozium.ai", "sympoziumschedules", v) for v in ("get", "list", "create", "patch", "delete")),
+        ("", "events", "create"),  # api/authority.py: a refused verdict is a VerdictRefused Event on its run
     },
 }
+# Cluster-wide even with watchNamespaces: bridge/verdicts.py reads the one MutatingWebhookConfiguration that stamps
+# verdicts (get on exactly its name).
+WEBHOOK_READ = [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+                 "resourceNames": ["agentrun-agentruns"], "verbs": ["get"]}]
 # Only in the release's namespace: bridge/leader.py's Lease.
 LEASE = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "patch")}
 
@@ -63,8 +68,9 @@ ENV = {
                "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT"},
     "bridge": {"AGENTRUN_NAMESPACES", "AGENTRUN_LEASE_NAMESPACE", "AGENTRUN_LEASE_NAME", "AGENTRUN_LEASE_SECONDS",
                "AGENTRUN_IDENTITY", "AGENTRUN_SCHEDULE_RESYNC_SECONDS", "AGENTRUN_PRUNE__ENABLED", "AGENTRUN_PRUNE__KEEP",
-               "AGENTRUN_PRUNE__INTERVAL_SECONDS", "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT"},
-    "api": {"AGENTRUN_HOST", "AGENTRUN_PORT", "AGENTRUN_TOKEN_FILE", "AGENTRUN_AGENT_IMAGE"},
+               "AGENTRUN_PRUNE__INTERVAL_SECONDS", "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT",
+               "AGENTRUN_VERDICT_WEBHOOK"},
+    "api": {"AGENTRUN_HOST", "AGENTRUN_PORT", "AGENTRUN_TOKEN_FILE", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_TRUSTED_CREATORS"},
 }
 
 TLS_ALL = {"temporal": {"address": "ns.acct.tmprl.cloud:7233", "tls": {"existingSecret": "temporal-mtls",
@@ -170,6 +176,8 @@ def test_cluster_wide_rbac_is_exactly_what_the_code_calls(chart: helm.Chart) -> 
     docs = rendered(chart, {})
     for component, needs in NEEDS.items():
         assert granted(docs, component, None) == needs, component
+    webhook_read = next(r for r in of(docs, "ClusterRole") if r["metadata"]["name"] == "agentrun-bridge-webhook")
+    assert webhook_read["rules"] == WEBHOOK_READ
     assert not of(docs, "Role") or all(r["metadata"]["namespace"] == NS for r in of(docs, "Role"))
     lease = of(docs, "Role")
     assert {(g, r, v) for role in lease for rule in role["rules"] for g in rule["apiGroups"]
@@ -178,7 +186,11 @@ def test_cluster_wide_rbac_is_exactly_what_the_code_calls(chart: helm.Chart) -> 
 
 def test_listed_namespaces_get_roles_and_no_cluster_roles(chart: helm.Chart) -> None:
     docs = rendered(chart, {"watchNamespaces": ["team-a", "team-b"]})
-    assert of(docs, "ClusterRole") == [] and of(docs, "ClusterRoleBinding") == []
+    # The one cluster-wide grant left: the bridge's read of the verdict webhook's configuration (cluster-scoped).
+    assert [(r["metadata"]["name"], r["rules"]) for r in of(docs, "ClusterRole")] == [
+        ("agentrun-bridge-webhook", WEBHOOK_READ)]
+    assert [(b["roleRef"]["name"], b["subjects"]) for b in of(docs, "ClusterRoleBinding")] == [
+        ("agentrun-bridge-webhook", [{"kind": "ServiceAccount", "name": "agentrun-bridge", "namespace": NS}])]
     for ns in ("team-a", "team-b"):
         for component, needs in NEEDS.items():
             assert granted(docs, component, ns) == needs, (component, ns)
@@ -191,6 +203,9 @@ def test_listed_namespaces_get_roles_and_no_cluster_roles(chart: helm.Chart) -> 
     assert component_env(docs, "bridge")["AGENTRUN_NAMESPACES"]["value"] == '["team-a","team-b"]'
     hook = of(docs, "ValidatingWebhookConfiguration")[0]["webhooks"][0]
     assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a", "team-b"]
+    for hook in of(docs, "MutatingWebhookConfiguration")[0]["webhooks"]:
+        assert hook["namespaceSelector"] == {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}]}
 
 
 def test_each_process_gets_exactly_the_variables_it_reads(chart: helm.Chart) -> None:
@@ -266,10 +281,39 @@ def test_cert_manager_issues_the_certificate_and_injects_its_ca(chart: helm.Char
 
 def test_without_the_webhook_nothing_of_it_is_rendered(chart: helm.Chart) -> None:
     docs = rendered(chart, {"webhook": {"enabled": False}})
-    assert of(docs, "ValidatingWebhookConfiguration") == []
+    assert of(docs, "ValidatingWebhookConfiguration") == [] and of(docs, "MutatingWebhookConfiguration") == []
+    assert [r["metadata"]["name"] for r in of(docs, "ClusterRole")] == ["agentrun-worker", "agentrun-bridge",
+                                                                        "agentrun-api"]
+    assert component_env(docs, "bridge")["AGENTRUN_VERDICT_WEBHOOK"]["value"] == ""  # annotation verdicts: unverified
     assert "AGENTRUN_WEBHOOK_PORT" not in component_env(docs, "api")
     service = next(s for s in of(docs, "Service") if s["metadata"]["name"] == "agentrun-api")
     assert [p["name"] for p in service["spec"]["ports"]] == ["http"]
+
+
+def test_both_webhooks_are_registered_with_the_certificate_and_the_settings_that_tie_them_together(
+        chart: helm.Chart) -> None:
+    docs = rendered(chart, {})
+    secret = next(s for s in of(docs, "Secret") if s["metadata"]["name"] == "agentrun-webhook-tls")
+    validating = of(docs, "ValidatingWebhookConfiguration")[0]["webhooks"]
+    assert [(h["name"], h["sideEffects"], h["failurePolicy"]) for h in validating] == [
+        ("agentruns.policy.agentrun.dev", "NoneOnDryRun", "Ignore")]  # refusals write Events, never on a dry run
+    mutating = of(docs, "MutatingWebhookConfiguration")
+    assert [m["metadata"]["name"] for m in mutating] == ["agentrun-agentruns"]
+    hooks = mutating[0]["webhooks"]
+    assert [(h["name"], h["rules"][0]["operations"], h["failurePolicy"]) for h in hooks] == [
+        ("created-by.agentrun.dev", ["CREATE"], "Ignore"), ("verdicts.agentrun.dev", ["UPDATE"], "Fail")]
+    for h in hooks:
+        assert h["clientConfig"]["service"] == {"name": "agentrun-api", "namespace": NS, "port": 443,
+                                                "path": "/admission/agentruns/mutate"}
+        assert h["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+        assert h["rules"][0]["resources"] == ["agentruns"] and h["sideEffects"] == "None"
+    # Only verdict writes reach the Fail webhook (on clusters that evaluate matchConditions).
+    assert "sympozium.ai/gate-verdict" in hooks[1]["matchConditions"][0]["expression"] and "matchConditions" not in hooks[0]
+    assert component_env(docs, "bridge")["AGENTRUN_VERDICT_WEBHOOK"]["value"] == "agentrun-agentruns"
+    assert component_env(docs, "api")["AGENTRUN_TRUSTED_CREATORS"]["value"] == \
+        f'["system:serviceaccount:{NS}:agentrun-api"]'
+    relaxed = rendered(chart, {"webhook": {"verdictFailurePolicy": "Ignore"}})
+    assert of(relaxed, "MutatingWebhookConfiguration")[0]["webhooks"][1]["failurePolicy"] == "Ignore"
 
 
 def test_the_bridge_runs_two_replicas_under_a_disruption_budget(chart: helm.Chart) -> None:
@@ -293,6 +337,7 @@ def test_optional_network_policies_and_service_monitor(chart: helm.Chart) -> Non
 @pytest.mark.parametrize(("values", "complaint"), [
     ({"webhok": {"enabled": False}}, "webhok"),
     ({"webhook": {"failurePolicy": "Sometimes"}}, "failurePolicy"),
+    ({"webhook": {"verdictFailurePolicy": "Never"}}, "verdictFailurePolicy"),
     ({"temporal": {"address": "no-port"}}, "address"),
     ({"watchNamespaces": ["Not_A_Namespace"]}, "watchNamespaces"),
     ({"worker": {"grantableRules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["*"]}]}}, "verbs"),

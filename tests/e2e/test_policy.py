@@ -194,7 +194,8 @@ def test_a_registered_webhook_refuses_kubectl_apply_of_a_violating_run(tls_api: 
     stack.create(ns, "agents", {**agent("guarded"), "spec": {**agent("guarded")["spec"], "policyRef": "strict"}})
     # deploy/webhook.yaml, pointed at the test's API by URL, and only at this test's namespace (the
     # localkube is shared by the whole session).
-    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy" / "webhook.yaml").read_text())
+    config = next(d for d in yaml.safe_load_all((Path(__file__).resolve().parents[2] / "deploy" / "webhook.yaml")
+                                                .read_text()) if d["kind"] == "ValidatingWebhookConfiguration")
     config["metadata"]["name"] = f"agentrun-policy-{ns}"
     hook = config["webhooks"][0]
     hook["clientConfig"] = {"url": tls_api.base + "/admission/agentruns",
