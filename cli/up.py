@@ -2,7 +2,7 @@
 
 Temporal dev server (with UI, search attributes, tuned), localkube (persistent, CRDs
 installed, the agent image mapped to the reference agent program), NATS when `nats-server`
-is installed, the worker and the bridge. Endpoints go to `<state>/endpoints.json`, process
+is installed, the API with its admission webhooks registered in localkube, the worker and the bridge. Endpoints go to `<state>/endpoints.json`, process
 ids to `<state>/pids.json`, so `down` (or a second terminal) finds everything.
 """
 
@@ -22,10 +22,12 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
+from localkube.certs import ensure_tls
+from localkube.server import ADMIN
 from models.crds import all_crds
 from models.kube import Conflict, typed_errors
 
-from . import incluster
+from . import incluster, webhooks
 from .stack import LocalKubeProcess, NatsServer, TemporalDevServer, free_port, stop_process, wait_port
 
 DEFAULT_STATE_DIR = Path(os.environ.get("AGENTRUN_STATE_DIR", str(Path.home() / ".agentrun")))
@@ -119,30 +121,49 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
 def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids: dict[str, int], *,
                   temporal: TemporalDevServer, nats: NatsServer | None,
                   fallback_poll_seconds: int) -> list[subprocess.Popen[bytes]]:
-    """The worker, the bridge and the API as host processes with the admin kubeconfig (the default)."""
+    """The worker, the bridge and the API as host processes with the admin kubeconfig (the default).
+
+    The API comes first, with its admission webhooks on a TLS listener of their own (a certificate for 127.0.0.1
+    signed by a CA in `<state-dir>/webhook-tls`) registered in localkube, so the embedded stack is protected as a
+    cluster is (policy, who may give a verdict, creator and verdict stamps) before the worker and bridge act."""
     install_crds(kubeconfig)
     env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
            "AGENTRUN_KUBE__KUBECONFIG": str(kubeconfig),
            "AGENTRUN_FALLBACK_POLL_SECONDS": str(fallback_poll_seconds), "PYTHONUNBUFFERED": "1"}
     if nats is not None:
         env["AGENTRUN_NATS__URL"] = nats.url
-    worker = _spawn("worker", [sys.executable, "-m", "worker"], env, state_dir)
-    bridge = _spawn("bridge", [sys.executable, "-m", "bridge"], env, state_dir)
     token_file = state_dir / "api-tokens"
     if not token_file.exists():
         token_file.write_text(f"# token identity\n{secrets.token_urlsafe(24)} {getpass.getuser()}\n")
         token_file.chmod(0o600)
     api_token = next(line.split()[0] for line in token_file.read_text().splitlines()
                      if line.strip() and not line.startswith("#"))
-    api_port = free_port()
+    api_port, webhook_port = free_port(), free_port()
+    tls = ensure_tls(state_dir / "webhook-tls")
+    # Every process here uses the admin kubeconfig, so the API's runs reach the webhook as localkube's admin: the
+    # creator it stamps (its token's identity) is kept.
     api = _spawn("api", [sys.executable, "-m", "api"],
-                 {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port)}, state_dir)
+                 {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port),
+                  "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
+                  "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name])},
+                 state_dir)
     info["api"] = f"http://127.0.0.1:{api_port}"
     info["api_token"] = api_token
-    pids.update({"api": api.pid, "bridge": bridge.pid, "worker": worker.pid})
+    info["webhook"] = f"https://127.0.0.1:{webhook_port}"
+    pids["api"] = api.pid
+    (state_dir / "pids.json").write_text(json.dumps(pids))
+    wait_port(api_port, timeout=60, proc=api, what="the API")
+    wait_port(webhook_port, timeout=60, proc=api, what="the API's admission webhooks")
+    kube_api = config.new_client_from_config(str(kubeconfig))
+    try:
+        webhooks.register(kube_api, webhooks.configurations(info["webhook"], tls.ca_pem))
+    finally:
+        kube_api.close()
+    worker = _spawn("worker", [sys.executable, "-m", "worker"], env, state_dir)
+    bridge = _spawn("bridge", [sys.executable, "-m", "bridge"], env, state_dir)
+    pids.update({"bridge": bridge.pid, "worker": worker.pid})
     (state_dir / "pids.json").write_text(json.dumps(pids))
     _wait_healthy(state_dir, worker, bridge)
-    wait_port(api_port, timeout=60, proc=api, what="the API")
     return [worker, bridge, api]
 
 
