@@ -34,10 +34,10 @@ def _assert_webhooks_protect_the_stack(kubeconfig: Path, info: dict[str, Any]) -
         assert [h["clientConfig"]["url"] for h in hooks] == [info["webhook"] + p for p in paths]
         assert all(h["clientConfig"]["caBundle"] for h in hooks)
     # A verdict given at creation is refused by the API's webhook, through localkube.
-    run = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun",
-           "metadata": {"name": "early", "namespace": "default",
-                        "annotations": {"sympozium.ai/gate-verdict": '{"action": "approve"}'}},
-           "spec": {"agentRef": "helper", "task": "t"}}
+    run: dict[str, Any] = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun",
+                           "metadata": {"name": "early", "namespace": "default",
+                                        "annotations": {"sympozium.ai/gate-verdict": '{"action": "approve"}'}},
+                           "spec": {"agentRef": "helper", "task": "t"}}
     made = _kubectl(kubeconfig, "create", "-f", "-", input=json.dumps(run))
     assert made.returncode != 0
     assert "denied the request: a verdict cannot be given at creation" in made.stderr, made.stderr
