@@ -50,6 +50,18 @@ class RBACRule(K8sModel):
     resource_names: list[str] = Field(default_factory=list)
 
 
+class RetryPolicy(K8sModel):
+    """A retry verdict runs the agent again with the feedback, up to maxAttempts or maxChainTokens (summed)."""
+
+    # New (the shape of Sympozium's PR #338, SPEC §4). Checked when the run starts (models/resolve.py), so a
+    # bad value fails the run naming the field rather than being refused by `kubectl apply`.
+
+    max_attempts: int = 3
+    on: list[str] = Field(default_factory=lambda: ["gate"])  # what may send an attempt back: only "gate" for now
+    backoff: str | None = None  # Go duration waited before the next attempt
+    max_chain_tokens: int | None = None
+
+
 class Lifecycle(K8sModel):
     pre_run: list[LifecycleHook] = Field(default_factory=list)
     post_run: list[LifecycleHook] = Field(default_factory=list)
@@ -59,6 +71,8 @@ class Lifecycle(K8sModel):
     gate_timeout: str | None = None
     # New: size of the run's workspace PVC (SPEC §3.3 "1Gi (overridable)").
     workspace_size: str | None = None
+    # New: a `retry` verdict runs the agent again (SPEC §4); without it, retry is a reject.
+    retry: RetryPolicy | None = None
 
 
 class ModelSpec(K8sModel):
@@ -132,12 +146,24 @@ class TokenUsage(K8sModel):
 
 class GateStatus(K8sModel):
     # "pending" while waiting, then the verdict (approved, rejected, rewritten, timeout, error,
-    # allowed-by-default), so one printer column shows both.
+    # allowed-by-default; retried while a retried run's next attempt runs, retries-exhausted), so one printer
+    # column shows both.
     state: str = "pending"
     requested_at: str | None = None
     decided_at: str | None = None
     decided_by: str | None = None
     reason: str | None = None
+
+
+class AttemptRecord(K8sModel):
+    """One attempt of a retried run, as the gate decided it: `retried` (sent back) or the final label."""
+
+    attempt: int
+    verdict: str
+    decided_by: str | None = None
+    reason: str | None = None  # cut to ATTEMPT_REASON_MAX_BYTES
+    decided_at: str | None = None
+    tokens: int = 0  # input + output tokens of this attempt's agent
 
 
 class Condition(K8sModel):
@@ -162,6 +188,8 @@ class AgentRunStatus(K8sModel):
     token_usage: TokenUsage | None = None
     gate_verdict: str | None = None
     gate: GateStatus | None = None
+    attempt: int | None = None  # a run with lifecycle.retry: the attempt running (or the last one)
+    attempts: list[AttemptRecord] | None = None  # the last ATTEMPTS_KEPT attempts the gate decided
     conditions: list[Condition] = Field(default_factory=list)
     workflow_id: str | None = None
     observed_generation: int | None = None

@@ -21,6 +21,7 @@ from .agentrun import (
     ModelSpec,
     ParentRef,
     RBACRule,
+    RetryPolicy,
     SandboxSpec,
     SkillRef,
     ToolPolicy,
@@ -48,6 +49,14 @@ class ResolvedHook(K8sModel):
     env: list[EnvVar] = Field(default_factory=list)
     timeout_seconds: int
     gate: bool = False
+
+
+class ResolvedRetry(K8sModel):
+    """`lifecycle.retry`, checked: a retry verdict runs the agent again while attempts and tokens are left."""
+
+    max_attempts: int
+    backoff_seconds: float = 0
+    max_chain_tokens: int | None = None
 
 
 class RunRef(K8sModel):
@@ -83,6 +92,7 @@ class ResolvedRun(K8sModel):
     cleanup: Literal["delete", "keep"] = "delete"
     image: str
     labels: dict[str, str] = Field(default_factory=dict)
+    retry: ResolvedRetry | None = None  # None: a retry verdict is a reject
 
     @property
     def has_hooks(self) -> bool:
@@ -114,6 +124,31 @@ def _seconds(value: str | None, default: str, field: str) -> int:
     if d.total_seconds() <= 0:
         raise FieldProblem(field, f"must be a positive duration, got {text!r}")
     return max(1, round(d.total_seconds()))
+
+
+def _retry(policy: RetryPolicy | None, post: list[ResolvedHook]) -> ResolvedRetry | None:
+    field = "spec.lifecycle.retry"
+    if policy is None:
+        return None
+    if not any(h.gate for h in post):
+        raise FieldProblem(field, "needs a postRun hook with gate: true (a retry verdict comes from the gate)")
+    if policy.max_attempts < 1:
+        raise FieldProblem(f"{field}.maxAttempts", f"must be at least 1, got {policy.max_attempts}")
+    for i, on in enumerate(policy.on):
+        if on != "gate":
+            raise FieldProblem(f"{field}.on[{i}]", f'unknown value {on!r}: only "gate" can send an attempt back')
+    if policy.max_chain_tokens is not None and policy.max_chain_tokens < 1:
+        raise FieldProblem(f"{field}.maxChainTokens", f"must be at least 1, got {policy.max_chain_tokens}")
+    backoff = 0.0
+    if policy.backoff not in (None, ""):
+        try:
+            backoff = parse_duration(str(policy.backoff)).total_seconds()
+        except ValueError as e:
+            raise FieldProblem(f"{field}.backoff", str(e)) from None
+        if backoff < 0:
+            raise FieldProblem(f"{field}.backoff", f"must not be negative, got {policy.backoff!r}")
+    return ResolvedRetry(max_attempts=policy.max_attempts, backoff_seconds=backoff,
+                         max_chain_tokens=policy.max_chain_tokens)
 
 
 def _hooks(hooks: list[LifecycleHook], field: str, *, allow_gate: bool) -> list[ResolvedHook]:
@@ -222,6 +257,7 @@ def resolve_run(
         cleanup=spec.cleanup,
         image=spec.image or agent.image or default_image,
         labels=dict(meta.get("labels") or {}),
+        retry=_retry(lifecycle.retry if lifecycle else None, post),
     )
     if policy is not None:
         check_policy(resolved, policy)

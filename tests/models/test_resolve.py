@@ -119,3 +119,31 @@ def test_a_run_name_longer_than_a_label_value_fails_naming_the_field() -> None:
         resolve_run(run({}, name="r" * 64), AGENT, default_image="a")
     assert e.value.field == "metadata.name"
     assert "at most 63 characters for an AgentRun (64 given)" in str(e.value)
+
+
+GATE = {"name": "review", "image": "busybox:1.36", "gate": True}
+
+
+def test_lifecycle_retry_is_resolved_with_its_defaults_and_backoff() -> None:
+    r = resolve_run(run({"lifecycle": {"postRun": [GATE], "retry": {"backoff": "1m30s", "maxChainTokens": 5000}}}),
+                    AGENT, default_image="x")
+    assert r.retry is not None
+    assert (r.retry.max_attempts, r.retry.backoff_seconds, r.retry.max_chain_tokens) == (3, 90, 5000)
+    assert resolve_run(run({"lifecycle": {"postRun": [GATE]}}), AGENT, default_image="x").retry is None
+
+
+@pytest.mark.parametrize(("retry", "post_run", "field", "text"), [
+    ({}, [{"name": "a", "image": "i"}], "spec.lifecycle.retry", "needs a postRun hook with gate: true"),
+    ({"maxAttempts": 0}, [GATE], "spec.lifecycle.retry.maxAttempts", "at least 1, got 0"),
+    ({"on": ["gate", "agent-error"]}, [GATE], "spec.lifecycle.retry.on[1]", "unknown value 'agent-error'"),
+    ({"backoff": "a while"}, [GATE], "spec.lifecycle.retry.backoff", "invalid duration"),
+    ({"backoff": "-5s"}, [GATE], "spec.lifecycle.retry.backoff", "must not be negative"),
+    ({"maxChainTokens": 0}, [GATE], "spec.lifecycle.retry.maxChainTokens", "at least 1"),
+    ({"maxAttempts": "many"}, [GATE], "spec.lifecycle.retry.maxAttempts", "integer"),
+])
+def test_a_bad_lifecycle_retry_fails_the_run_naming_the_field(retry: dict[str, Any], post_run: list[dict[str, Any]],
+                                                              field: str, text: str) -> None:
+    with pytest.raises(FieldProblem) as e:
+        resolve_run(run({"lifecycle": {"postRun": post_run, "retry": retry}}), AGENT, default_image="x")
+    assert e.value.field == field
+    assert text in str(e.value)
