@@ -2,7 +2,8 @@
 
 The run reads as SPEC §3's steps: resolve and write Pending → (a slot of the Agent) → preRun hooks →
 the agent → postRun hooks and the response gate → finish → clean up, the last also when the run is
-deleted (the workflow is cancelled). Each step is one activity that does all of its Kubernetes
+deleted (the workflow is cancelled). With `lifecycle.retry`, a retry verdict runs the agent and the gate
+again, as attempt 2, 3, ... (SPEC §4). Each step is one activity that does all of its Kubernetes
 work, writes the status it changes (no read first: the workflow knows every condition it wrote)
 and publishes the step's events, so a run of preRun + agent + postRun takes nine activities.
 
@@ -24,9 +25,18 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 with workflow.unsafe.imports_passed_through():
     from activities.events import EventActivities
     from activities.kube import RUN_GONE, KubeActivities
-    from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
+    from models.agentrun import AgentRunStatus, AttemptRecord, Condition, GateStatus, TokenUsage
     from models.events import RunEvent, Topic
-    from models.gate import GateView, Verdict
+    from models.gate import (
+        ATTEMPT_REASON_MAX_BYTES,
+        ATTEMPTS_KEPT,
+        GateView,
+        RetryChance,
+        Verdict,
+        cut_utf8,
+        marked,
+        retry_task,
+    )
     from models.names import Component, hook_container, hook_of, job_name
     from models.resolve import ResolvedHook, ResolvedRun, RunRef
     from models.run import (
@@ -55,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         JobRequest,
         JobStarted,
         JobState,
+        Metrics,
         ObserveJob,
         Published,
         Resolution,
@@ -112,6 +123,10 @@ class AgentRunWorkflow:
         self._step = ""  # the summary of the step running, for a failure's message
         self._pod: str | None = None  # the agent's pod, once it ran
         self._begun = False  # begin_run wrote Pending: later writes patch fields of an existing status
+        self._attempt = 1  # a retried run's attempt (its agent and gate); steps of attempt 2 on say which
+        self._attempts: list[AttemptRecord] = []  # how the gate decided each attempt (runs with lifecycle.retry)
+        self._metrics: list[Metrics] = []  # each attempt's agent's usage: the run's is their sum
+        self._naming = False  # a later attempt's steps run: their summaries name it ("attempt 2: ...")
 
     # -- handlers (the same names as version 1, so the bridge, API and CLI speak to both) -----------------
 
@@ -136,13 +151,15 @@ class AgentRunWorkflow:
     @workflow.signal
     def verdict(self, verdict: Verdict) -> None:
         """A verdict without a reply (the annotation path); the first one while the gate waits wins."""
-        self._gate.offer(verdict)
+        self._gate.offer(marked(verdict))
         self._record_refusals()
 
     @workflow.update
     async def submit_verdict(self, verdict: Verdict) -> GateView:
         """A verdict with a reply: the gate once it is resolved. A verdict the gate cannot take fails the
         Update with the reason (the API answers 409), and is recorded in the history and the conditions."""
+        verdict = marked(verdict)
+        attempt = self._gate.attempt
         if self._gate.strict:
             refusal = self._gate.refusal(verdict)
             if refusal is not None:
@@ -152,8 +169,9 @@ class AgentRunWorkflow:
             self._gate.accept(verdict)
         elif not self._gate.accept(verdict):
             return GateView(state="accepted", reason="kept until the gate starts", decided_by=verdict.decided_by)
-        await workflow.wait_condition(lambda: self._gate.answered)
-        return self._gate.view
+        # This attempt's gate as resolved (a retry verdict's next attempt may have opened a new gate since).
+        await workflow.wait_condition(lambda: self._gate.answered_for(attempt))
+        return self._gate.view_of(attempt)
 
     @submit_verdict.validator
     def _check_verdict(self, verdict: Verdict) -> None:
@@ -228,11 +246,16 @@ class AgentRunWorkflow:
             failure = _agent_failure(agent)
         if agent.status == "skipped":
             return await self._finish(Phase.SKIPPED, result=agent.response, exit_code=agent.exit_code)
-        # 7. postRun hooks (after failures and timeouts too, with the real exit code), and the gate.
+        # 7. postRun hooks (after failures and timeouts too, with the real exit code), and the gate; a retry
+        # verdict runs the agent and the gate again (with lifecycle.retry), so the agent may be a later attempt's.
         result = agent.response if agent.status == "success" else None
         gate: GateStatus | None = None
         if run.post_run and run.gate_hook is not None:
-            gate, result = await self._gate_and_postrun(run, agent)
+            gate, result, agent = await self._gate_and_postrun(run, agent, retry=failure != FailureReason.HOOK_FAILED)
+            if self._attempt > 1:
+                failure = _agent_failure(agent)
+                if agent.status == "skipped":
+                    return await self._finish(Phase.SKIPPED, result=agent.response, exit_code=agent.exit_code)
         elif run.post_run:
             hook = await self._hook_job(run, "post-run", agent=agent)
             if not hook.ok:
@@ -242,7 +265,10 @@ class AgentRunWorkflow:
             self._cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
                        f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its first "
                        f"{RESULT_MAX_BYTES} of {agent.cut_from} bytes")
-        m = agent.metrics
+        # Token usage: summed over the attempts (one, unless a retry verdict sent the agent back).
+        every = self._metrics or [agent.metrics]
+        m = Metrics(input_tokens=sum(x.input_tokens for x in every), output_tokens=sum(x.output_tokens for x in every),
+                    tool_calls=sum(x.tool_calls for x in every), duration_ms=sum(x.duration_ms for x in every))
         usage = TokenUsage(input_tokens=m.input_tokens, output_tokens=m.output_tokens,
                            total_tokens=m.input_tokens + m.output_tokens, tool_calls=m.tool_calls,
                            duration_ms=m.duration_ms)
@@ -285,7 +311,8 @@ class AgentRunWorkflow:
         summary = (f"gate hook {hooks[0].name}" if component == "post-run" and gate is not None and self._gate.strict
                    else f"{component} Job with {len(hooks)} hook(s)")
         job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
-                                    after_gate=after_gate, summary=summary)
+                                    after_gate=after_gate, summary=summary,
+                                    attempt=self._attempt if gate is not None else 1)
         report = await self._wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
                                   hooks=hooks, stop_when=stop_when, until=until)
         if report.state.reason == Stopped.VERDICT:
@@ -303,25 +330,36 @@ class AgentRunWorkflow:
         return HookOutcome(ok=False, failed_hook=hook.name, exit_code=124,
                            message=f'hook "{hook.name}" timed out after {hook.timeout_seconds}s')
 
-    async def _agent(self, run: ResolvedRun, *, prepare: bool) -> AgentOutcome:
+    async def _agent(self, run: ResolvedRun, *, prepare: bool, task: str | None = None) -> AgentOutcome:
+        """The agent's Job of this attempt, to its end (its own deadline, per attempt); `task`: a retried
+        attempt's (the original task, the rejected output and the feedback)."""
         job = await self._start_job(run, "agent-run", prepare=prepare, phase=Phase.RUNNING,
-                                    summary=f"agent Job {job_name(run.ref.name, 'agent-run')}")
+                                    summary=f"agent Job {job_name(run.ref.name, 'agent-run', self._attempt)}",
+                                    attempt=self._attempt, task=task)
         report = await self._wait(job, deadline=timedelta(seconds=run.timeout_seconds) + policies.AGENT_DEADLINE_GRACE)
         if report.state.reason == "DeadlineExceeded":
             await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
         assert report.agent is not None
+        self._metrics.append(report.agent.metrics)
         return report.agent
 
     async def _start_job(self, run: ResolvedRun, component: Component, *, prepare: bool, phase: Phase | None,
                          summary: str, agent: AgentOutcome | None = None, gate: GateStatus | None = None,
-                         after_gate: tuple[str, str] | None = None) -> JobRef:
-        name = job_name(run.ref.name, component)
-        req = JobRequest(run=run, component=component, workflow_id=workflow.info().workflow_id)
+                         after_gate: tuple[str, str] | None = None, attempt: int = 1,
+                         task: str | None = None) -> JobRef:
+        name = job_name(run.ref.name, component, attempt)
+        req = JobRequest(run=run, component=component, workflow_id=workflow.info().workflow_id, attempt=attempt,
+                         task=task)
         strict_gate = gate is not None and self._gate.strict
         status: AgentRunStatus | None = None
         conditions: list[Condition] | None = None
         if phase == Phase.RUNNING:
             status = AgentRunStatus(phase=phase, job_name=name)
+            if run.retry is not None:  # the attempt starts: the status says which, and how the earlier ones ended
+                status.attempt, status.attempts = attempt, self._attempts_kept()
+            if attempt > 1:  # the last attempt's gate is no longer pending: it sent the attempt back
+                status.gate = self._gate_status()
+                conditions = list(self._conditions.values())
         elif phase == Phase.POST_RUNNING:
             status = AgentRunStatus(phase=phase, post_run_job_name=name, gate=gate, pod_name=self._pod)
         if phase is not None:
@@ -420,19 +458,62 @@ class AgentRunWorkflow:
     async def _stop(self, job: JobRef, why: str) -> None:
         await self._act(KubeActivities.delete_job, DeleteJob(job=job), f"stop Job {job.name}: {why}")
 
-    async def _gate_and_postrun(self, run: ResolvedRun, agent: AgentOutcome) -> tuple[GateStatus, str]:
+    async def _gate_and_postrun(self, run: ResolvedRun, agent: AgentOutcome, *,
+                                retry: bool) -> tuple[GateStatus, str, AgentOutcome]:
         """postRun with a gate hook: wait for a verdict (durably, with no pod) or gateTimeout; then the other
         postRun hooks, which see the final result and the verdict.
 
-        Returns the gate's status and the final result. The gate hook runs alone; one that exits 0
-        leaves the run waiting, one that fails without a verdict resolves the gate at once, and one
-        still running at gateTimeout is stopped (gateDefault applies). A gate hook killed only for its
-        own timeout (a Sympozium-style `sleep` approval hook) also leaves the run waiting."""
+        Returns the gate's status, the final result and the agent's outcome (a later attempt's, when a
+        retry verdict sent the agent back: with lifecycle.retry and `retry` (an agent ran), it runs again
+        after the backoff, with the original task, the rejected output and the feedback, then the gate
+        again; the other postRun hooks run once, after the last gate). A later attempt that the agent
+        skips ends the loop with that outcome."""
+        label, final, _ = await self._attempt_gate(run, agent, retry=retry)
+        try:
+            while label == "retried":
+                label, final, agent = await self._again(run, agent)
+                if agent.status == "skipped":
+                    return self._gate_status(), final, agent
+        finally:
+            self._naming = False
+        if self._gate.strict and run.hooks_of("post-gate"):
+            after = await self._hook_job(run, "post-gate", agent=agent, after_gate=(label, final))
+            if not after.ok:
+                self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
+                           f"postRun {after.message}")
+        return self._gate_status(), final, agent
+
+    async def _again(self, run: ResolvedRun, rejected: AgentOutcome) -> tuple[str, str, AgentOutcome]:
+        """The gate sent the attempt back: after the backoff, the next attempt's agent (its own Jobs, a task
+        that carries the original task, the rejected output and the feedback), then its gate."""
+        assert run.retry is not None and self._gate.verdict is not None
+        feedback = self._gate.verdict.response
+        text = rejected.response if rejected.status == "success" else rejected.error
+        if run.retry.backoff_seconds > 0:
+            self._state.step = f"attempt {self._attempt} sent back: waiting {run.retry.backoff_seconds:g}s"
+            await workflow.sleep(timedelta(seconds=run.retry.backoff_seconds),
+                                 summary=f"attempt {self._attempt} sent back: backoff")
+        self._attempt += 1
+        self._naming = True
+        agent = await self._agent(run, prepare=False, task=retry_task(task=run.task, rejected=text, feedback=feedback,
+                                                                     attempt=self._attempt))
+        if agent.status == "skipped":
+            return "skipped", agent.response, agent
+        label, final, _ = await self._attempt_gate(run, agent, retry=True)
+        return label, final, agent
+
+    async def _attempt_gate(self, run: ResolvedRun, agent: AgentOutcome, *, retry: bool) -> tuple[str, str, str]:
+        """One attempt's gate: its hook alone, then the wait; (label, final result, reason).
+
+        The gate hook runs alone; one that exits 0 leaves the run waiting, one that fails without a
+        verdict resolves the gate at once, and one still running at gateTimeout is stopped (gateDefault
+        applies). A gate hook killed only for its own timeout (a Sympozium-style `sleep` approval hook)
+        also leaves the run waiting."""
         gate = run.gate_hook
         assert gate is not None
         strict = self._gate.strict
         started = workflow.now()
-        self._gate.open(rfc3339(started))
+        self._gate.open(rfc3339(started), self._attempt)
         self._record_refusals()
         workflow.upsert_search_attributes([SA_GATE.value_set("pending")])
         gate_end = started + timedelta(seconds=run.gate_timeout_seconds)
@@ -451,18 +532,38 @@ class AgentRunWorkflow:
                                               timeout=max(remaining.total_seconds(), 0.001))
             except TimeoutError:
                 pass
+        chance, why = self._retry_chance(run) if retry else ("off", "")
         label, final, reason = self._gate.close(
             agent_text=agent.response if agent.status == "success" else "", gate_default=run.gate_default,
-            gate_timeout_seconds=run.gate_timeout_seconds, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()))
+            gate_timeout_seconds=run.gate_timeout_seconds, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
+            retry=chance, exhausted_why=why)
         self._record_refusals()
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
-        self._cond(ConditionType.GATE_RESOLVED, "True", label, reason)
-        if strict and run.hooks_of("post-gate"):
-            after = await self._hook_job(run, "post-gate", agent=agent, after_gate=(label, final))
-            if not after.ok:
-                self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
-                           f"postRun {after.message}")
-        return self._gate_status(), final
+        self._cond(ConditionType.GATE_RESOLVED, "True", label,
+                   f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
+        if run.retry is not None:
+            v = self._gate.view
+            m = self._metrics[-1] if self._metrics else agent.metrics
+            self._attempts.append(AttemptRecord(
+                attempt=self._attempt, verdict=label, decided_by=v.decided_by, decided_at=v.decided_at,
+                reason=cut_utf8(reason, ATTEMPT_REASON_MAX_BYTES), tokens=m.input_tokens + m.output_tokens))
+        return label, final, reason
+
+    def _retry_chance(self, run: ResolvedRun) -> tuple[RetryChance, str]:
+        """What a retry verdict would mean now: no lifecycle.retry (a reject), another attempt, or none left."""
+        policy = run.retry
+        if policy is None:
+            return "off", ""
+        if self._attempt >= policy.max_attempts:
+            return "exhausted", f"maxAttempts {policy.max_attempts} reached"
+        used = sum(m.input_tokens + m.output_tokens for m in self._metrics)
+        if policy.max_chain_tokens is not None and used >= policy.max_chain_tokens:
+            return "exhausted", f"maxChainTokens {policy.max_chain_tokens} reached: {used} tokens used"
+        return "again", ""
+
+    def _attempts_kept(self) -> list[AttemptRecord] | None:
+        """The attempts history as the status keeps it (the last few), or None before any attempt was decided."""
+        return list(self._attempts[-ATTEMPTS_KEPT:]) or None
 
     def _gate_status(self) -> GateStatus:
         v = self._gate.view
@@ -495,6 +596,8 @@ class AgentRunWorkflow:
                                 workflow_id=workflow.info().workflow_id, result=result, error=error,
                                 exit_code=exit_code, gate=gate, gate_verdict=gate.state if gate else None,
                                 pod_name=self._pod)
+        if self._run is not None and self._run.retry is not None and self._attempts:
+            status.attempt, status.attempts = self._attempt, self._attempts_kept()
         if token_usage is not None and (token_usage.input_tokens or token_usage.output_tokens):
             status.token_usage = token_usage
         self._state.result, self._state.error = result, error
@@ -618,6 +721,8 @@ class AgentRunWorkflow:
     async def _act(self, fn: Callable[[KubeActivities, A], Awaitable[R]], arg: A, summary: str, *,
                    long: bool = False) -> R:
         """One step: retried while the failure is transient; its summary names it in the Temporal UI."""
+        if self._naming:
+            summary = f"attempt {self._attempt}: {summary}"
         self._step = summary
         result = await workflow.execute_activity_method(
             fn, arg, summary=summary, start_to_close_timeout=policies.KUBE_CALL,

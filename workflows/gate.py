@@ -7,6 +7,9 @@ authentic): one sent before the gate starts is refused, and so is an annotation 
 saw in a version of the run older than the gate (the gate's step removes the annotation first and
 notes the run's version). Every refusal is kept, with who sent it, for the run's conditions and
 events. Runs started before keep the old rules: the first verdict wins, whenever it came.
+
+A retried run opens the gate once per attempt: each attempt's gate takes its own verdict, and one that
+comes after an attempt was decided is refused ("already decided"), as after the last.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from models.gate import GateView, Label, Verdict, resolve
+    from models.gate import GateView, Label, RetryChance, Verdict, resolve
     from models.run import Reason
 
 
@@ -41,6 +44,8 @@ class Gate:
         self.refusals: list[Refusal] = []  # refused, not yet recorded in the run's conditions and events
         self.view = GateView(state="none")
         self.done = False  # the run has finished: no verdict is taken any more
+        self.attempt = 1  # the attempt whose gate is open (or was last)
+        self.decided: dict[int, GateView] = {}  # each attempt's gate as it was resolved
         self._early: list[Verdict] = []  # offered before the gate started
         self._unchecked: list[Verdict] = []  # annotation verdicts while the gate's version is not known yet
         self._from_version: int | None = None
@@ -95,10 +100,21 @@ class Gate:
     def answered(self) -> bool:
         return self.view.gate_verdict is not None or self.done
 
+    def answered_for(self, attempt: int) -> bool:
+        """Attempt `attempt`'s gate is resolved (later attempts may have opened theirs since)."""
+        return attempt in self.decided or self.done
+
+    def view_of(self, attempt: int) -> GateView:
+        return self.decided.get(attempt, self.view)
+
     # -- the gate's own life -------------------------------------------------------------------------
 
-    def open(self, requested_at: str) -> None:
-        """The gate starts waiting. Verdicts offered before: refused (strict), else the first one counts."""
+    def open(self, requested_at: str, attempt: int = 1) -> None:
+        """The gate starts waiting. Verdicts offered before: refused (strict), else the first one counts.
+        A later attempt's gate starts afresh: no verdict, and the run's version at its start still to learn."""
+        if attempt > 1:
+            self.verdict, self._unchecked, self._from_version, self._version_known = None, [], None, False
+        self.attempt = attempt
         self.view = GateView(state="pending", requested_at=requested_at)
         early, self._early = self._early, []
         for v in early:
@@ -115,16 +131,19 @@ class Gate:
             self.offer(v)
 
     def close(self, *, agent_text: str, gate_default: str, gate_timeout_seconds: int, hook_failed: bool,
-              decided_at: str) -> tuple[Label, str, str]:
-        """Resolve as SPEC §4's table says: (label, final result, reason)."""
+              decided_at: str, retry: RetryChance = "off", exhausted_why: str = "") -> tuple[Label, str, str]:
+        """Resolve as SPEC §4's table says: (label, final result, reason). `retry`: what a retry verdict
+        means for this attempt (no lifecycle.retry, another attempt, none left and why)."""
         for late in self._unchecked:  # the gate ended before its step said which version it started at
             self._refuse(late, Reason.OLDER_THAN_GATE, "the gate ended before it could tell the verdict's age")
         self._unchecked = []
         label, final = resolve(self.verdict, agent_result=agent_text, gate_default=gate_default,
-                               hook_failed=hook_failed)
+                               hook_failed=hook_failed, retry=retry, attempts=self.attempt, exhausted_why=exhausted_why)
         v = self.verdict
         if v is not None:
             reason = v.reason or f"{v.action} via {v.source}"
+            if label == "retries-exhausted":
+                reason = f"{reason}; {exhausted_why}"
         elif hook_failed:
             reason = "gate hook failed without a verdict"
         else:
@@ -132,6 +151,7 @@ class Gate:
         self.view = GateView(state=label, gate_verdict=label, requested_at=self.view.requested_at,
                              decided_at=decided_at, decided_by=v.decided_by if v else "gate-default",
                              reason=reason, result=final)
+        self.decided[self.attempt] = self.view
         return label, final, reason
 
     # -- helpers ----------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from activities.kube import RUN_GONE
 from models.agentrun import AgentRunStatus, Condition, ModelSpec
 from models.events import RunEvent
 from models.names import job_name
-from models.resolve import ResolvedHook, ResolvedRun, RunRef
+from models.resolve import ResolvedHook, ResolvedRetry, ResolvedRun, RunRef
 from models.run import StatusUpdate
 from models.slots import SlotLimit
 from models.steps import (
@@ -57,13 +57,13 @@ def hook(name: str, *, timeout: int = 60, gate: bool = False) -> ResolvedHook:
 
 def resolved_run(name: str = "r", *, uid: str = "", pre_run: list[ResolvedHook] | None = None,
                  post_run: list[ResolvedHook] | None = None, timeout: int = 600, gate_timeout: int = 600,
-                 gate_default: str = "block", agent: str = "a") -> ResolvedRun:
+                 gate_default: str = "block", agent: str = "a", retry: ResolvedRetry | None = None) -> ResolvedRun:
     """A run as resolve_run returns it; each has its own uid (so its own workflow ID) unless told."""
     return ResolvedRun.model_validate({
         "ref": RunRef(namespace="ns", name=name, uid=uid or f"uid-{uuid.uuid4().hex[:12]}"), "agent": agent, "task": "say hi", "agent_id": agent,
         "session_key": "s", "system_prompt": "", "image": "agent:dev", "model": ModelSpec(provider="echo", model="echo"), "env": {},
         "timeout_seconds": timeout, "pre_run": pre_run or [], "post_run": post_run or [],
-        "gate_default": gate_default, "gate_timeout_seconds": gate_timeout})
+        "gate_default": gate_default, "gate_timeout_seconds": gate_timeout, "retry": retry})
 
 
 @dataclass
@@ -82,6 +82,7 @@ class Job:
     ref: JobRef
     script: JobScript
     created: datetime
+    attempt: int = 1
     deleted: bool = False
     finished: bool = False
 
@@ -96,10 +97,12 @@ class FakeCluster:
     gone: bool = False  # the run object no longer exists when the workflow starts
     fallback_seconds: int = 60
     slots: SlotLimit | None = None
-    jobs: dict[str, JobScript] = field(default_factory=dict)  # by component
+    # By component; "<component>@<attempt>" scripts one attempt's Job of a retried run (else the component's).
+    jobs: dict[str, JobScript] = field(default_factory=dict)
     hooks: dict[str, HookOutcome] = field(default_factory=dict)  # read_hook_outcome, by component
     agent: AgentOutcome = field(default_factory=lambda: AgentOutcome(
         status="success", response="hi there", metrics=Metrics(input_tokens=3, output_tokens=5)))
+    agents: list[AgentOutcome] = field(default_factory=list)  # attempt N's outcome (the last for later ones)
     nats_down: bool = False  # steps cannot publish: their events come back for the workflow to retry
     fail_create: Exception | None = None  # start_job raises this
     fail_begin: Exception | None = None  # begin_run raises this (before it wrote Pending)
@@ -195,9 +198,10 @@ class FakeCluster:
             ref = JobRef(namespace=req.job.run.ref.namespace,
                          name=job_name(req.job.run.ref.name, req.job.component, req.job.attempt),
                          uid=f"job-{next(cluster._uids)}", component=req.job.component)
-            script = cluster.jobs.get(req.job.component, JobScript())
+            script = cluster.jobs.get(f"{req.job.component}@{req.job.attempt}",
+                                      cluster.jobs.get(req.job.component, JobScript()))
             job = Job(ref=ref, script=script, created=activity.info().current_attempt_scheduled_time,
-                      finished=script.finishes)
+                      attempt=req.job.attempt, finished=script.finishes)
             cluster.created.append(job)
             if script.finishes and script.signal:
                 # The bridge's fast path: the Job's completion reaches the workflow as a signal.
@@ -223,7 +227,8 @@ class FakeCluster:
             if req.timed_out or (state.finished and state.reason == "DeadlineExceeded"):
                 report.agent = AgentOutcome(status="error", error="timeout", exit_code=124)
             elif state.finished and ref.component == "agent-run":
-                report.agent = cluster.agent
+                report.agent = (cluster.agents[min(job.attempt, len(cluster.agents)) - 1] if cluster.agents
+                                else cluster.agent)
             elif state.finished:
                 report.hook = cluster.hooks.get(ref.component, HookOutcome(ok=state.succeeded))
             return report

@@ -261,11 +261,12 @@ async def test_a_verdict_resolves_the_gate_and_stops_the_gate_hook(
         pending = await _gate(handle)
         assert pending.requested_at
         view = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
-        assert (view.state, view.decided_by, view.result) == (label, "alice", final)
+        # Sent straight to Temporal (no API, no bridge): recorded as a Temporal-path claim.
+        assert (view.state, view.decided_by, view.result) == (label, "temporal:alice", final)
         result = await handle.result()
     assert result == RunResult(phase="Succeeded", result=final)
     status = cluster.status()
-    assert status["gate_verdict"] == label and status["gate"]["decided_by"] == "alice"
+    assert status["gate_verdict"] == label and status["gate"]["decided_by"] == "temporal:alice"
     assert status["conditions"]["GateResolved"].reason == label
     assert [d.job.component for d in cluster.named("delete_job")] == ["post-run"]
 
@@ -563,7 +564,7 @@ async def test_a_verdict_before_the_gate_is_refused_and_recorded_then_every_hook
         await _gate(handle)
         assert (await handle.query(AgentRunWorkflow.gate)).state == "pending", "the early verdicts did not decide"
         view = await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="bob"))
-        assert (view.state, view.decided_by) == ("approved", "bob")
+        assert (view.state, view.decided_by) == ("approved", "temporal:bob")
         result = await handle.result()
     assert result == RunResult(phase="Succeeded", result="hi there")
     assert [r.component for r in cluster.job_requests()] == ["agent-run", "post-run", "post-gate"]
@@ -613,7 +614,7 @@ async def test_a_verdict_after_the_decision_is_refused_with_who_sent_it(env: Wor
         result = await handle.result()
     assert result.result == "hi there"
     cond = cluster.status()["conditions"]["VerdictRefused"]
-    assert cond.reason == "AlreadyDecided" and cond.message.startswith("reject from eve (temporal) refused")
+    assert cond.reason == "AlreadyDecided" and cond.message.startswith("reject from temporal:eve (temporal) refused")
 
 
 async def _gate_job_started(cluster: FakeCluster) -> bool:
