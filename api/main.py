@@ -82,9 +82,11 @@ class CreateRun(BaseModel):
 
 class VerdictBody(BaseModel):
     """Documents the verdict body; it is parsed by hand (not by FastAPI) so that bad verdicts
-    answer 400 as SPEC §7 says. `response` is required for reject and rewrite."""
+    answer 400 as SPEC §7 says. `response` is required for reject, rewrite and retry (for retry it is the
+    reviewer's feedback, which the agent's next attempt gets with its task; without lifecycle.retry a retry
+    is a reject)."""
 
-    action: Literal["approve", "reject", "rewrite"]
+    action: Literal["approve", "reject", "rewrite", "retry"]
     response: str = ""
     reason: str = ""
 
@@ -186,13 +188,15 @@ async def gate_verdict(name: str, request: Request, state: StateDep, caller: Cal
     if not isinstance(raw, dict):
         raise HTTPException(status_code=400, detail="body must be an object {action, response, reason}")
     action = raw.get("action")
-    if action not in ("approve", "reject", "rewrite"):
-        raise HTTPException(status_code=400, detail='action must be "approve", "reject", or "rewrite"')
+    if action not in ("approve", "reject", "rewrite", "retry"):
+        raise HTTPException(status_code=400, detail='action must be "approve", "reject", "rewrite", or "retry"')
     response = raw.get("response") or ""
     if not isinstance(response, str) or not isinstance(raw.get("reason", ""), str):
         raise HTTPException(status_code=400, detail="response and reason must be strings")
     if action in ("reject", "rewrite") and not response:
         raise HTTPException(status_code=400, detail="response is required for reject/rewrite actions")
+    if action == "retry" and not response:
+        raise HTTPException(status_code=400, detail="response (the reviewer's feedback) is required for retry")
     run = await _read_run(state, namespace, name)
     who = caller.identity
     try:

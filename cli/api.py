@@ -1,6 +1,6 @@
 """The agentrun HTTP API from the command line: where it is, and one authenticated call.
 
-`agentrun schedules ...` and the gate verdicts (`approve`, `reject`, `rewrite`) go through the API, so
+`agentrun schedules ...` and the gate verdicts (`approve`, `reject`, `rewrite`, `retry`) go through the API, so
 that the command line gets the same checks and answers as every HTTP caller, and the API records who
 did it (the token's identity, never a name the caller declares). The API is the one `agentrun up`
 started (`<state-dir>/endpoints.json`), or AGENTRUN_API_URL with AGENTRUN_API_TOKEN.

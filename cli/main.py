@@ -117,6 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         v.add_argument("--response", required=needs and action == "rewrite", default="",
                        help="the text that replaces the agent's response")
         v.add_argument("--reason", default="")
+    r = sub.add_parser("retry", parents=[state], help="send the response of a run waiting at its gate back: the agent "
+                                                      "runs again with the feedback (with lifecycle.retry; else a reject)")
+    r.add_argument("name")
+    r.add_argument("-n", "--namespace", default="default")
+    r.add_argument("--feedback", required=True, help="what the agent should do differently (it gets it with its task)")
+    r.add_argument("--reason", default="")
     g = sub.add_parser("get", parents=[state], help="show one AgentRun")
     g.add_argument("name")
     g.add_argument("-n", "--namespace", default="default")
@@ -180,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("approve", "reject", "rewrite"):
         return runs.verdict(Api.locate(args.state_dir), args.namespace, args.name, args.command,
                             response=args.response, reason=args.reason)
+    if args.command == "retry":
+        return runs.verdict(Api.locate(args.state_dir), args.namespace, args.name, "retry",
+                            response=args.feedback, reason=args.reason)
     if args.command == "get":
         return runs.get_run(s, args.namespace, args.name)
     if args.command == "logs":

@@ -107,7 +107,7 @@ def follow(s: Session, ns: str, name: str, *, timeout: float) -> str:
             if gate == "pending" and not announced:
                 announced = True
                 print(f"agentrun/{name}: waiting for approval — approve with `agentrun approve {name} -n {ns}` "
-                      f"(or reject/rewrite with --response TEXT)")
+                      f"(or reject/rewrite with --response TEXT, or retry with --feedback TEXT)")
             if phase in TERMINAL_PHASES:
                 w.stop()
                 _summary(s, ev["object"])
@@ -136,6 +136,9 @@ def verdict(api: Api, ns: str, name: str, action: str, *, response: str, reason:
     (no gate waiting, already decided, who may approve) answer as they do for every caller."""
     if action in ("reject", "rewrite") and not response:
         print(f"{action} needs --response TEXT (the text that replaces the agent's answer)", file=sys.stderr)
+        return 2
+    if action == "retry" and not response:
+        print("retry needs --feedback TEXT (what the agent should do differently)", file=sys.stderr)
         return 2
     body = {"action": action, "response": response, "reason": reason}
     try:

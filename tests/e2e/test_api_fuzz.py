@@ -23,6 +23,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
+from models.gate import REJECTED_TEXT
 from tests.e2e.conftest import API_TOKENS, Stack, agent, agent_run
 from tests.waiting import wait_for
 
@@ -30,12 +31,12 @@ TOKEN = next(t for t, who in API_TOKENS.items() if who == "fuzzer@example.com")
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 EXAMPLES = 25  # per operation in the fuzzing phase: the whole module stays well under a minute
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-# A verdict as SPEC §4 and §7 define it: reject and rewrite need a non-empty response.
+# A verdict as SPEC §4 and §7 define it: reject, rewrite and retry need a non-empty response.
 VERDICT = {"oneOf": [
     {"type": "object", "required": ["action"], "additionalProperties": False,
      "properties": {"action": {"const": "approve"}, "response": {"type": "string"}, "reason": {"type": "string"}}},
     {"type": "object", "required": ["action", "response"], "additionalProperties": False,
-     "properties": {"action": {"enum": ["reject", "rewrite"]}, "response": {"type": "string", "minLength": 1},
+     "properties": {"action": {"enum": ["reject", "rewrite", "retry"]}, "response": {"type": "string", "minLength": 1},
                     "reason": {"type": "string"}}},
 ]}
 
@@ -146,8 +147,9 @@ def verdict_schema(api_base: str, stack: Stack, namespace: str, accepted: dict[s
     assert accepted, "no generated verdict reached a waiting gate"
     for name, body in accepted.items():
         st = stack.wait_phase(namespace, name, timeout=30)["status"]
-        label = {"approve": "approved", "reject": "rejected", "rewrite": "rewritten"}[body["action"]]
-        result = "echo: hello" if body["action"] == "approve" else body["response"]
+        # These runs have no lifecycle.retry: a retry verdict is a reject, and its feedback is no answer.
+        label = {"approve": "approved", "reject": "rejected", "rewrite": "rewritten", "retry": "rejected"}[body["action"]]
+        result = {"approve": "echo: hello", "retry": REJECTED_TEXT}.get(body["action"], body["response"])
         assert (st["phase"], st["gateVerdict"], st["result"]) == ("Succeeded", label, result), (body, st)
         assert st["gate"]["decidedBy"] == "fuzzer@example.com", st["gate"]
         if body.get("reason"):
