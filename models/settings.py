@@ -5,7 +5,7 @@ Each process (worker, bridge, API, CLI) has a settings class of its own (`worker
 variables a process reads. Variables carry the `AGENTRUN_` prefix and nest with `__`:
 `AGENTRUN_TEMPORAL__ADDRESS`, `AGENTRUN_TEMPORAL__API_KEY_FILE`, `AGENTRUN_KUBE__KUBECONFIG`.
 
-Secrets (the Temporal API key, client keys) are read from files, never from variables: a
+Secrets (the Temporal API key, client keys, the payload codec's keys) are read from files, never from variables: a
 mounted Secret can rotate, and a variable's value shows in `kubectl describe pod`.
 """
 
@@ -19,7 +19,10 @@ from pydantic import BaseModel, model_validator
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
     from temporalio.client import Client
+    from temporalio.converter import DataConverter
     from temporalio.service import TLSConfig
+
+    from .codec import EncryptionCodec
 
 
 # Sympozium's agent image, so existing YAML that names no image runs as it did there.
@@ -54,6 +57,9 @@ class TemporalSettings(BaseModel):
     server_name: str = ""
     # A file holding an API key (Temporal Cloud), sent with every call; implies TLS.
     api_key_file: str = ""
+    # The payload codec's keys (models/codec.py): lines of '<id> <base64 32-byte key>', the first one encrypts.
+    # Empty: payloads go to Temporal unencrypted.
+    codec_keys_file: str = ""
 
     @model_validator(mode="after")
     def _pairs(self) -> TemporalSettings:
@@ -94,12 +100,37 @@ class TemporalSettings(BaseModel):
             raise SettingsError(f"AGENTRUN_TEMPORAL__API_KEY_FILE={self.api_key_file}: the file is empty")
         return key
 
-    async def connect(self, *, lazy: bool = False) -> Client:
-        """The one way every process and the CLI connect (pydantic payloads, TLS and API key as set)."""
-        from temporalio.client import Client
-        from temporalio.contrib.pydantic import pydantic_data_converter
+    def codec(self) -> EncryptionCodec | None:
+        """The payload codec with the key file's keys; None without a key file (a bad file is a SettingsError)."""
+        from .codec import EncryptionCodec, KeyFileError, load_keys
 
-        return await Client.connect(self.address, namespace=self.namespace, data_converter=pydantic_data_converter,
+        if not self.codec_keys_file:
+            return None
+        try:
+            return EncryptionCodec(load_keys(self.codec_keys_file))
+        except KeyFileError as e:
+            raise SettingsError(str(e)) from e
+
+    def data_converter(self) -> DataConverter:
+        """Pydantic payloads, encrypted by the codec when keys are set; failure messages and stack traces then go
+        through the codec too (they can quote a hook's output or a spec's values)."""
+        import dataclasses
+
+        from temporalio.contrib.pydantic import pydantic_data_converter
+        from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
+
+        codec = self.codec()
+        if codec is None:
+            return pydantic_data_converter
+        return dataclasses.replace(pydantic_data_converter, payload_codec=codec,
+                                   failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
+
+    async def connect(self, *, lazy: bool = False) -> Client:
+        """The one way every process and the CLI connect (pydantic payloads, the payload codec, TLS and API key as
+        set)."""
+        from temporalio.client import Client
+
+        return await Client.connect(self.address, namespace=self.namespace, data_converter=self.data_converter(),
                                     tls=self.tls_config(), api_key=self.api_key(), lazy=lazy)
 
 

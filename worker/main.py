@@ -17,6 +17,7 @@ from activities.kube import KubeActivities
 from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
 from activities.slots import SlotActivities
+from models.codec import EncryptionCodec
 from models.kube import Kube
 from models.search_attributes import (
     SearchAttributeConflict,
@@ -75,6 +76,12 @@ async def run(settings: WorkerSettings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    codec = client.data_converter.payload_codec
+    if not isinstance(codec, EncryptionCodec):
+        log.warning("payloads go to Temporal unencrypted (no AGENTRUN_TEMPORAL__CODEC_KEYS_FILE): tasks, results, "
+                    "hook env and gate feedback are readable by whoever can read the workflow histories")
+    else:
+        log.info("payloads encrypted with codec key %s (%d key(s) readable)", codec.keys.writing, len(codec.keys.keys))
     log.info("worker polling %s on %s", settings.temporal.task_queue, settings.temporal.address)
     try:
         async with worker:

@@ -1,0 +1,147 @@
+"""The payload codec: AES-256-GCM with the writing key, any listed key reads, plain payloads pass through, and a
+key file that cannot work is refused with a message naming the file and the line."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from models.codec import (
+    ENCODING,
+    METADATA_KEY_ID,
+    CodecError,
+    EncryptionCodec,
+    KeyFileError,
+    ensure_key_file,
+    load_keys,
+    new_key_line,
+    parse_keys,
+)
+from models.settings import SettingsError, TemporalSettings
+
+SECRET = "s3cr3t-XYZ-0123456789"
+
+
+def _key(byte: int) -> str:
+    return base64.b64encode(bytes([byte]) * 32).decode()
+
+
+def _codec(text: str) -> EncryptionCodec:
+    return EncryptionCodec(parse_keys(text, source="test keys"))
+
+
+def _payload(value: object) -> Payload:
+    return pydantic_data_converter.payload_converter.to_payloads([value])[0]
+
+
+def _roundtrip(codec: EncryptionCodec, payloads: list[Payload]) -> tuple[list[Payload], list[Payload]]:
+    async def go() -> tuple[list[Payload], list[Payload]]:
+        enc = await codec.encode(payloads)
+        return enc, await codec.decode(enc)
+    return asyncio.run(go())
+
+
+def test_a_payload_round_trips_and_its_ciphertext_holds_no_plaintext() -> None:
+    codec = _codec(f"new {_key(1)}\nold {_key(2)}\n")
+    original = _payload({"env": [{"name": "AWS_SECRET_ACCESS_KEY", "value": SECRET}]})
+    [enc], [dec] = _roundtrip(codec, [original])
+    assert dec == original
+    assert enc.metadata["encoding"] == ENCODING
+    assert enc.metadata[METADATA_KEY_ID] == b"new"
+    assert set(enc.metadata) == {"encoding", METADATA_KEY_ID}  # the original encoding is inside, encrypted
+    assert SECRET.encode() not in enc.data and b"json/plain" not in enc.data
+    # A fresh nonce each time: the same value never encrypts to the same bytes.
+    [again], _ = _roundtrip(codec, [original])
+    assert again.data != enc.data
+
+
+def test_after_rotation_the_old_key_still_decodes_and_the_new_one_writes() -> None:
+    before = _codec(f"old {_key(2)}\n")
+    [written_before], _ = _roundtrip(before, [_payload("task one")])
+    after = _codec(f"# rotated\nnew {_key(1)}\nold {_key(2)}\n")
+    [written_after], _ = _roundtrip(after, [_payload("task two")])
+    assert written_before.metadata[METADATA_KEY_ID] == b"old"
+    assert written_after.metadata[METADATA_KEY_ID] == b"new"
+    decoded = asyncio.run(after.decode([written_before, written_after]))
+    assert [pydantic_data_converter.payload_converter.from_payload(p, str) for p in decoded] == ["task one",
+                                                                                               "task two"]
+
+
+def test_an_unknown_key_id_is_an_error_naming_it() -> None:
+    [enc], _ = _roundtrip(_codec(f"gone {_key(3)}\n"), [_payload("x")])
+    with pytest.raises(CodecError, match="payload encrypted with key 'gone', which is not among the codec keys "
+                                         r"\(test keys: new\)"):
+        asyncio.run(_codec(f"new {_key(1)}\n").decode([enc]))
+
+
+def test_plain_payloads_pass_through_decode() -> None:
+    plain = [_payload({"task": "hello"}), _payload(None), Payload(metadata={"encoding": b"binary/null"})]
+    assert asyncio.run(_codec(f"k {_key(1)}\n").decode(plain)) == plain
+
+
+@pytest.mark.parametrize("spoil", ["flip", "truncate", "key-id"])
+def test_tampered_ciphertext_is_refused(spoil: str) -> None:
+    codec = _codec(f"a {_key(1)}\nb {_key(2)}\n")
+    [enc], _ = _roundtrip(codec, [_payload(SECRET)])
+    bad = Payload()
+    bad.CopyFrom(enc)
+    if spoil == "flip":
+        data = bytearray(enc.data)
+        data[20] ^= 1
+        bad.data = bytes(data)
+        message = "fails authentication"
+    elif spoil == "truncate":
+        bad.data = enc.data[:20]
+        message = "truncated"
+    else:  # the payload claims another known key: the key ID is authenticated too
+        bad.metadata[METADATA_KEY_ID] = b"b"
+        message = "fails authentication"
+    with pytest.raises(CodecError, match=message):
+        asyncio.run(codec.decode([bad]))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "no keys"),
+    ("# only a comment\n", "no keys"),
+    (f"k1 {_key(1)} extra\n", "line 1: expected '<key id> <base64 key>', got 3 field"),
+    (f"k1 {_key(1)}\nk1 {_key(2)}\n", "line 2: key id 'k1' appears twice"),
+    ("k1 not-base64!\n", "line 1: the key of 'k1' is not base64"),
+    (f"k1 {base64.b64encode(b'short').decode()}\n", "line 1: the key of 'k1' is 5 bytes; AES-256 needs 32"),
+    (f"bad/id {_key(1)}\n", "line 1: key id 'bad/id' must be"),
+])
+def test_a_bad_key_file_is_refused_naming_the_line(text: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "keys"
+    path.write_text(text)
+    with pytest.raises(KeyFileError, match="AGENTRUN_TEMPORAL__CODEC_KEYS_FILE=" + str(path)) as e:
+        load_keys(path)
+    assert message in str(e.value)
+
+
+def test_settings_refuse_a_missing_key_file_and_build_an_encrypting_converter(tmp_path: Path) -> None:
+    missing = TemporalSettings(codec_keys_file=str(tmp_path / "nope"))
+    with pytest.raises(SettingsError, match=f"AGENTRUN_TEMPORAL__CODEC_KEYS_FILE={tmp_path / 'nope'}: cannot read"):
+        missing.data_converter()
+    assert TemporalSettings().data_converter() is pydantic_data_converter
+    keys = ensure_key_file(tmp_path / "state" / "codec-keys")
+    converter = TemporalSettings(codec_keys_file=str(keys)).data_converter()
+    assert isinstance(converter.payload_codec, EncryptionCodec)
+    [enc] = asyncio.run(converter.encode([{"value": SECRET}]))
+    assert enc.metadata["encoding"] == ENCODING and SECRET.encode() not in enc.data
+    assert asyncio.run(converter.decode([enc], [dict])) == [{"value": SECRET}]
+
+
+def test_a_generated_key_file_is_private_and_kept(tmp_path: Path) -> None:
+    path = ensure_key_file(tmp_path / "codec-keys")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    first = path.read_text()
+    keys = load_keys(path)
+    assert len(keys.keys) == 1 and len(keys.keys[keys.writing]) == 32
+    assert ensure_key_file(path).read_text() == first
+    assert parse_keys(new_key_line("k2")).writing == "k2"

@@ -1,0 +1,30 @@
+"""With the payload codec on, the histories recorded before it (plain payloads) still replay: the codec passes
+unencrypted payloads through, so a worker given keys finishes the runs it started without them."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from models.codec import EncryptionCodec
+from models.settings import TemporalSettings
+from workflows.agent_run import AgentRunWorkflow
+from workflows.agent_run_v1 import AgentRunWorkflowV1
+from workflows.scheduled_run import ScheduledRunWorkflow
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_a_history_recorded_before_the_codec_replays_with_it(path: Path, tmp_path: Path) -> None:
+    keys = tmp_path / "codec-keys"
+    keys.write_text(f"k1 {base64.b64encode(bytes(range(32))).decode()}\n")
+    converter = TemporalSettings(codec_keys_file=str(keys)).data_converter()
+    assert isinstance(converter.payload_codec, EncryptionCodec)
+    replayer = Replayer(workflows=[AgentRunWorkflow, AgentRunWorkflowV1, ScheduledRunWorkflow],
+                        data_converter=converter)
+    await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()))
