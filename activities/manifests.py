@@ -23,6 +23,7 @@ from models.names import (
     Component,
 )
 from models.resolve import ResolvedHook, ResolvedRun
+from models.resources import HELPER_DEFAULT
 
 Manifest = dict[str, Any]
 
@@ -165,7 +166,8 @@ def _spec_env(run: ResolvedRun) -> list[Manifest]:
 
 def _hook_container(hook: ResolvedHook, component: Component, env: list[Manifest], run: ResolvedRun) -> Manifest:
     c: Manifest = {"name": names.hook_container(component, hook.name), "image": hook.image, "env": env,
-                   "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER)}
+                   "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER),
+                   "resources": run.hook_resources.wire()}
     if hook.command:
         c["command"] = list(hook.command)
     if hook.args:
@@ -194,7 +196,7 @@ def _setup_container(run: ResolvedRun) -> Manifest:
     """Creates /ipc/control (and the output dir) before any hook, so a hook can write the skip file."""
     return {"name": "setup", "image": SETUP_IMAGE,
             "command": ["sh", "-c", "mkdir -p /ipc/control /ipc/output /workspace"],
-            "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER)}
+            "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER), "resources": HELPER_DEFAULT.wire()}
 
 
 def hook_deadline(hooks: list[ResolvedHook]) -> int:
@@ -212,7 +214,7 @@ def prerun_job(run: ResolvedRun, *, workflow_id: str) -> Manifest:
             "command": ["sh", "-c", f'if [ -f /ipc/control/skip ]; then printf "{SKIP_MARKER}"; '
                                     f'cat /ipc/control/skip; {{ printf "{SKIP_MARKER}"; head -c 4000 /ipc/control/skip; }}'
                                     f' > /dev/termination-log; else printf "{RUN_MARKER}" > /dev/termination-log; fi'],
-            "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER)}
+            "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER), "resources": HELPER_DEFAULT.wire()}
     pod = {"serviceAccountName": lifecycle_name(run) if run.rbac else AGENT_SERVICE_ACCOUNT,
            "automountServiceAccountToken": bool(run.rbac),
            "initContainers": inits, "containers": [done], "volumes": _volumes(run)}
@@ -249,7 +251,7 @@ def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str
     if task is not None:
         env = [{"name": "TASK", "value": task} if e["name"] == "TASK" else e for e in env]
     agent = {"name": "agent", "image": run.image, "env": env, "volumeMounts": _mounts(run),
-             "securityContext": dict(SECURE_CONTAINER)}
+             "securityContext": dict(SECURE_CONTAINER), "resources": run.resources.wire()}
     pod: Manifest = {"serviceAccountName": AGENT_SERVICE_ACCOUNT, "automountServiceAccountToken": False,
                      "containers": [agent], "volumes": _volumes(run)}
     if run.model.node_selector:
@@ -284,7 +286,7 @@ def postrun_job(run: ResolvedRun, *, workflow_id: str, agent_exit_code: int, age
             env.append({"name": "GATE_MODE", "value": "true"})
         inits.append(_hook_container(h, component, env, run))
     done = {"name": "done", "image": SETUP_IMAGE, "command": ["true"], "volumeMounts": _mounts(run),
-            "securityContext": dict(SECURE_CONTAINER)}
+            "securityContext": dict(SECURE_CONTAINER), "resources": HELPER_DEFAULT.wire()}
     pod = {"serviceAccountName": lifecycle_name(run) if run.rbac else AGENT_SERVICE_ACCOUNT,
            "automountServiceAccountToken": bool(run.rbac),
            "initContainers": inits, "containers": [done], "volumes": _volumes(run)}

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from .agentrun import EnvVar, Lifecycle, ModelSpec, SkillRef
 from .base import FieldProblem, K8sModel, parse
+from .resources import Resources
 
 
 class AuthRef(K8sModel):
@@ -39,6 +40,8 @@ class AgentDefaults(K8sModel):
     image: str = ""
     # Run-history limit per Agent (SPEC §6; default 50 when unset).
     run_history_limit: int | None = None
+    # The agent container's requests and limits (models/resources.py); a run's spec.sandbox.resources wins.
+    resources: Resources | None = None
 
 
 class AgentsBlock(K8sModel):
@@ -80,6 +83,7 @@ class AgentProfile(K8sModel):
     image: str = ""
     run_history_limit: int | None = None
     hook_env: list[EnvVar] = Field(default_factory=list)
+    resources: Resources | None = None
 
 
 def _skills(raw: list[Any], prefix: str) -> list[SkillRef]:
@@ -128,4 +132,5 @@ def normalize_agent(obj: dict[str, Any]) -> AgentProfile:
         auth_refs=list(spec.auth_refs),
         image=d.image,
         run_history_limit=d.run_history_limit,
+        resources=d.resources,
     )

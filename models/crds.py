@@ -58,7 +58,8 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             out[k] = _structural(v, defs) if isinstance(v, dict) else v
         else:
             out[k] = v
-    if not out.get("type") and not out.get("x-kubernetes-preserve-unknown-fields") and "enum" not in out:
+    if not out.get("type") and not out.get("x-kubernetes-preserve-unknown-fields") and "enum" not in out \
+            and not out.get("x-kubernetes-int-or-string"):
         out["x-kubernetes-preserve-unknown-fields"] = True
     if out.get("type") == "object" and out.get("additionalProperties") == {}:
         out.pop("additionalProperties")

@@ -16,6 +16,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import Field
 
 from .base import FieldProblem, K8sModel, parse
+from .resources import Quantity, parse_quantity
 
 ALWAYS_DENIED_ENV = ("PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "HOME", "SHELL", "USER", "HOSTNAME")
 
@@ -76,8 +77,8 @@ class AgentSandboxPolicy(K8sModel):
 
 class SandboxPolicy(K8sModel):
     required: bool = False
-    max_cpu: str = Field("", alias="maxCPU")
-    max_memory: str = ""
+    max_cpu: Quantity = Field("", alias="maxCPU")
+    max_memory: Quantity = ""
     agent_sandbox_policy: AgentSandboxPolicy | None = None
 
 
@@ -172,6 +173,9 @@ class PolicyRules(K8sModel):
     denied_env: list[str] = Field(default_factory=lambda: list(ALWAYS_DENIED_ENV))
     feature_gates: dict[str, bool] = Field(default_factory=dict)
     gate: GatePolicy = Field(default_factory=GatePolicy)
+    # sandboxPolicy.maxCPU / maxMemory: the most any one container of a run may request or be limited to.
+    max_cpu: str = ""
+    max_memory: str = ""
 
 
 def normalize_policy(obj: dict[str, Any]) -> PolicyRules:
@@ -193,6 +197,13 @@ def normalize_policy(obj: dict[str, Any]) -> PolicyRules:
         rules.allowed_tools = [r.tool for r in spec.tool_gating.rules if r.action == "allow"]
     if spec.sandbox_policy:
         rules.sandbox_required = spec.sandbox_policy.required
+        for key, value in (("maxCPU", spec.sandbox_policy.max_cpu), ("maxMemory", spec.sandbox_policy.max_memory)):
+            if value:
+                try:
+                    parse_quantity(value)
+                except ValueError as e:
+                    raise FieldProblem(f"spec.sandboxPolicy.{key}", str(e)) from None
+        rules.max_cpu, rules.max_memory = spec.sandbox_policy.max_cpu, spec.sandbox_policy.max_memory
         asp = spec.sandbox_policy.agent_sandbox_policy
         if asp:
             rules.agent_sandbox_required = asp.required

@@ -30,6 +30,7 @@ from .base import FieldProblem, K8sModel, PolicyViolation, parse
 from .duration import parse_duration
 from .names import LABEL_RUN, MAX_LABEL_VALUE
 from .policy import ALWAYS_DENIED_ENV, PolicyRules
+from .resources import AGENT_DEFAULT, HOOK_DEFAULT, Caps, Resources, parse_resources, resolve_resources
 
 DEFAULT_RUN_TIMEOUT = "10m"
 DEFAULT_HOOK_TIMEOUT = "5m"
@@ -93,6 +94,9 @@ class ResolvedRun(K8sModel):
     image: str
     labels: dict[str, str] = Field(default_factory=dict)
     retry: ResolvedRetry | None = None  # None: a retry verdict is a reject
+    # Requests and limits of the agent container and of each hook (models/resources.py), under the policy's caps.
+    resources: Resources = Field(default_factory=lambda: AGENT_DEFAULT.model_copy(deep=True))
+    hook_resources: Resources = Field(default_factory=lambda: HOOK_DEFAULT.model_copy(deep=True))
 
     @property
     def has_hooks(self) -> bool:
@@ -184,6 +188,16 @@ def _hooks(hooks: list[LifecycleHook], field: str, *, allow_gate: bool) -> list[
     return out
 
 
+def _resources(spec: AgentRunSpec, agent: AgentProfile, policy: PolicyRules | None) -> tuple[Resources, Resources]:
+    """The agent container's resources (the run's `spec.sandbox.resources`, else the Agent's, else the default) and
+    the hooks' (the default), under the policy's `maxCPU`/`maxMemory`."""
+    run_field, agent_field = "spec.sandbox.resources", "agent spec.agents.default.resources"
+    asked = [(parse_resources(spec.sandbox.resources if spec.sandbox else None, run_field), run_field),
+             (parse_resources(agent.resources.wire() if agent.resources else None, agent_field), agent_field)]
+    caps = Caps(cpu=policy.max_cpu, memory=policy.max_memory, where=_where(policy)) if policy is not None else None
+    return resolve_resources(asked, AGENT_DEFAULT, caps), resolve_resources([], HOOK_DEFAULT, caps)
+
+
 def resolve_run(
     obj: dict[str, Any],
     agent: AgentProfile,
@@ -227,6 +241,7 @@ def resolve_run(
                 setattr(model, name, value)
         if spec.model.node_selector:
             model.node_selector = dict(spec.model.node_selector)
+    resources, hook_resources = _resources(spec, agent, policy)
     workspace_size = (lifecycle.workspace_size if lifecycle else None) or DEFAULT_WORKSPACE_SIZE
     if not QUANTITY.match(workspace_size):
         raise FieldProblem("spec.lifecycle.workspaceSize", f"{workspace_size!r} is not a storage quantity like 1Gi")
@@ -258,6 +273,8 @@ def resolve_run(
         image=spec.image or agent.image or default_image,
         labels=dict(meta.get("labels") or {}),
         retry=_retry(lifecycle.retry if lifecycle else None, post),
+        resources=resources,
+        hook_resources=hook_resources,
     )
     if policy is not None:
         check_policy(resolved, policy)

@@ -148,3 +148,17 @@ def test_job_names_of_a_long_run_stay_distinct_and_fit() -> None:
     assert len(set(names)) == 3 and all(len(n) <= 63 for n in names), names
     assert names[1] == "r" * 63 and names[0].endswith("-prerun") and names[2].endswith("-postrun")
     assert names == [job_name(long, c) for c in ("prerun", "agent-run", "post-run")]  # deterministic
+
+
+def test_every_container_carries_requests_and_limits() -> None:
+    run = resolved(sandbox={"resources": {"limits": {"memory": "768Mi"}}}, **HOOKS)
+    agent = agent_job(run, workflow_id="wf")["spec"]["template"]["spec"]["containers"][0]
+    assert agent["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"},
+                                  "limits": {"cpu": "1", "memory": "768Mi"}}
+    for job in (prerun_job(run, workflow_id="wf"), postrun_job(run, workflow_id="wf", agent_exit_code=0,
+                                                                agent_result="ok")):
+        pod = job["spec"]["template"]["spec"]
+        hooks = [c for c in pod["initContainers"] if c["name"] != "setup"]
+        assert hooks and all(c["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"},
+                                                "limits": {"cpu": "500m", "memory": "512Mi"}} for c in hooks)
+        assert all(c["resources"]["limits"] for c in [*pod["initContainers"], *pod["containers"]])
