@@ -17,14 +17,21 @@ from workflows.agent_run_v1 import AgentRunWorkflowV1
 from workflows.scheduled_run import ScheduledRunWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+TEXTS = {p.stem: p.read_text() for p in HISTORIES}
+KEY = base64.b64encode(bytes(range(32))).decode()
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
-async def test_a_history_recorded_before_the_codec_replays_with_it(path: Path, tmp_path: Path) -> None:
-    keys = tmp_path / "codec-keys"
-    keys.write_text(f"k1 {base64.b64encode(bytes(range(32))).decode()}\n")
+@pytest.fixture
+def keys(tmp_path: Path) -> Path:
+    path = tmp_path / "codec-keys"
+    path.write_text(f"k1 {KEY}\n")
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+async def test_a_history_recorded_before_the_codec_replays_with_it(name: str, keys: Path) -> None:
     converter = TemporalSettings(codec_keys_file=str(keys)).data_converter()
     assert isinstance(converter.payload_codec, EncryptionCodec)
     replayer = Replayer(workflows=[AgentRunWorkflow, AgentRunWorkflowV1, ScheduledRunWorkflow],
                         data_converter=converter)
-    await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()))
+    await replayer.replay_workflow(WorkflowHistory.from_json(name, TEXTS[name]))
