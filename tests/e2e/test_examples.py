@@ -75,6 +75,16 @@ def test_pii_gate_rejects_a_response_with_an_email_address(stack: Stack, namespa
     assert st["gate"]["reason"] == "pii-scan: personal data found"
 
 
+def test_retry_gate_sends_the_answer_back_once_and_approves_the_signed_off_one(stack: Stack, namespace: str) -> None:
+    apply(stack, namespace, "retry-gate.yaml")
+    st = status(stack, namespace, "style-check")
+    assert (st["phase"], st["gateVerdict"], st["attempt"]) == ("Succeeded", "approved", 2), st
+    assert st["result"].startswith("echo: Write a two-line release note for v2.4.0.")
+    assert "Signed-off-by: release-bot" in st["result"]
+    assert [(a["verdict"], a["reason"]) for a in st["attempts"]] == [("retried", "style: no sign-off"),
+                                                                    ("approved", "style: signed off")]
+
+
 async def test_manual_approval_waits_for_a_person(stack: Stack, namespace: str) -> None:
     apply(stack, namespace, "manual-approval.yaml")
     run = stack.wait_phase(namespace, "weekly-summary", {"PostRunning"}, timeout=60)
