@@ -34,7 +34,7 @@ from models.settings import user_agent
 from models.timestamps import parse_rfc3339
 from workflows.agent_run import AgentRunWorkflow
 
-from . import admission, errors, schedules
+from . import admission, codec, errors, schedules
 from .auth import TokenFile
 from .authority import Unreadable, gate_authority, record_refusal
 from .deps import CallerDep, Identity, Namespace, State, StateDep
@@ -335,6 +335,7 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
     app.include_router(runs)
     app.include_router(schedules.router)
     app.include_router(probes)
+    codec.install(app, settings)
     app.include_router(admission.router)  # called by the kube-apiserver over TLS: no bearer token
     return app
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from models.settings import DEFAULT_AGENT_IMAGE, KubeSettings, TemporalSettings
@@ -31,3 +34,15 @@ class ApiSettings(BaseSettings):
     # own identity, which creates runs for its token's identity and stamps that. Anyone else's runs are stamped with
     # the requesting user.
     trusted_creators: list[str] = []
+    # Origins (scheme://host[:port]) of Temporal UIs whose browsers may call /codec/encode and /codec/decode (JSON
+    # list); `agentrun up` sets its UI's. Empty: the codec routes answer no cross-origin request.
+    codec_cors_origins: list[str] = []
+
+    @field_validator("codec_cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            if not re.fullmatch(r"https?://[^/\s*]+", origin):
+                raise ValueError(f"AGENTRUN_CODEC_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], "
+                                 "no path, no wildcard: the codec routes accept credentials)")
+        return origins

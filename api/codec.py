@@ -1,0 +1,210 @@
+"""The codec server (SPEC §7): `POST /codec/encode` and `/codec/decode` in Temporal's codec-server protocol, so the
+Temporal UI and `temporal --codec-endpoint` show an authenticated operator the payloads that Temporal only ever
+stores encrypted (models/codec.py).
+
+Both take and answer `{"payloads": [{"metadata": {name: base64}, "data": base64}]}`. A caller is authenticated by
+the API's bearer tokens (`Authorization: Bearer <token>`, which `temporal --codec-auth` and a Temporal UI that
+passes its users' access tokens send), or by a cookie that `GET /codec/login` sets in an operator's browser for a
+Temporal UI without single sign-on (the dev server's): the UI then sends it with "include cross-origin
+credentials". Browsers may call these routes from the origins of `AGENTRUN_CODEC_CORS_ORIGINS` only, and no other
+route of the API answers cross-origin requests.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from typing import Annotated, Any, cast
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+from temporalio.api.common.v1 import Payload
+
+from models.codec import CodecError, EncryptionCodec
+
+from .auth import ANONYMOUS, Caller
+from .deps import StateDep
+from .settings import ApiSettings
+
+PREFIX = "/codec"
+COOKIE = "agentrun_codec"
+COOKIE_SECONDS = 8 * 3600
+# Temporal caps a payload at 2 MiB by default; a batch of a history's payloads stays well under this.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+router = APIRouter(prefix=PREFIX, tags=["codec"])
+
+
+def codec_caller(request: Request, state: StateDep) -> Caller:
+    """The bearer token, else the login cookie: both are the API's tokens."""
+    if state.settings.insecure and not state.tokens.tokens():
+        return ANONYMOUS
+    header = request.headers.get("authorization", "")
+    token = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(COOKIE, "")
+    if not token:
+        raise HTTPException(status_code=401, detail="missing bearer token (or the codec login cookie)",
+                            headers={"WWW-Authenticate": "Bearer"})
+    who = state.tokens.caller(token)
+    if who is None:
+        raise HTTPException(status_code=401, detail="invalid token", headers={"WWW-Authenticate": "Bearer"})
+    return who
+
+
+CodecCaller = Annotated[Caller, Depends(codec_caller)]
+
+
+def get_codec(request: Request) -> EncryptionCodec | None:
+    return cast(EncryptionCodec | None, request.app.state.codec)
+
+
+CodecDep = Annotated[EncryptionCodec | None, Depends(get_codec)]
+
+
+class BadBody(ValueError):
+    pass
+
+
+def _bytes(value: Any, where: str) -> bytes:
+    if not isinstance(value, str):
+        raise BadBody(f"{where} must be a base64 string")
+    try:
+        return base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except ValueError as e:
+        raise BadBody(f"{where} is not base64 ({e})") from e
+
+
+def parse_payloads(body: bytes) -> list[Payload]:
+    """The protocol's body, strictly: protobuf's own JSON parser takes malformed base64 for empty bytes."""
+    try:
+        doc = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadBody(f"not JSON ({e})") from e
+    items = doc.get("payloads", []) if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise BadBody("payloads must be a list")
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("metadata", {}), dict):
+            raise BadBody(f"payloads[{i}] must be an object with metadata (an object) and data")
+        metadata = {str(k): _bytes(v, f"payloads[{i}].metadata.{k}") for k, v in item.get("metadata", {}).items()}
+        out.append(Payload(metadata=metadata, data=_bytes(item.get("data", ""), f"payloads[{i}].data")))
+    return out
+
+
+async def _payloads(request: Request) -> list[Payload]:
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        raise HTTPException(status_code=413, detail=f"body over {MAX_BODY_BYTES} bytes: send fewer payloads at once")
+    try:
+        return parse_payloads(body)
+    except BadBody as e:
+        raise HTTPException(status_code=400, detail=f'body is not {{"payloads": [{{"metadata": {{name: base64}}, '
+                                                    f'"data": base64}}]}}: {e}') from e
+
+
+def _json(payloads: list[Payload]) -> dict[str, Any]:
+    return {"payloads": [{"metadata": {k: base64.b64encode(v).decode() for k, v in p.metadata.items()},
+                          "data": base64.b64encode(p.data).decode()} for p in payloads]}
+
+
+class PayloadsBody:
+    """The protocol's body, for the OpenAPI document (parsed by hand: protobuf JSON, base64 bytes)."""
+
+    schema: dict[str, Any] = {"type": "object", "properties": {"payloads": {"type": "array", "items": {
+        "type": "object", "properties": {"metadata": {"type": "object", "additionalProperties": {
+            "type": "string", "format": "byte"}}, "data": {"type": "string", "format": "byte"}}}}}}
+    openapi: dict[str, Any] = {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+    responses: dict[int | str, dict[str, Any]] = {
+        200: {"content": {"application/json": {"schema": schema}}},
+        400: {"description": "not a payloads body, or a payload that cannot be decrypted (the message says which "
+                             "key ID, or that it was altered)"},
+        401: {"description": "missing or invalid token"}}
+
+
+@router.post("/encode", openapi_extra=PayloadsBody.openapi, responses=PayloadsBody.responses)
+async def encode(request: Request, who: CodecCaller, codec: CodecDep) -> JSONResponse:
+    """Encrypt with the writing key (without keys configured the payloads come back as they are, as Temporal
+    would store them)."""
+    payloads = await _payloads(request)
+    return JSONResponse(_json(await codec.encode(payloads) if codec is not None else payloads))
+
+
+@router.post("/decode", openapi_extra=PayloadsBody.openapi, responses=PayloadsBody.responses)
+async def decode(request: Request, who: CodecCaller, codec: CodecDep) -> JSONResponse:
+    """Decrypt with the key each payload names; unencrypted payloads come back as they are."""
+    payloads = await _payloads(request)
+    try:
+        out = await codec.decode(payloads) if codec is not None else payloads
+    except CodecError as e:
+        raise HTTPException(status_code=400, detail=str(e)) from e
+    return JSONResponse(_json(out))
+
+
+LOGIN_HEADERS = {"Content-Security-Policy": "default-src 'none'; form-action 'self'; base-uri 'none'; "
+                                            "frame-ancestors 'none'",
+                 "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+
+
+def _page(message: str, *, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(
+        "<!doctype html><meta charset=utf-8><title>agentrun codec login</title>"
+        f"<p>{html.escape(message)}</p>"
+        f'<form method=post action="{PREFIX}/login"><label>API token <input type=password name=token '
+        "autocomplete=off required></label> <button>Sign in</button></form>"
+        "<p>Then, in the Temporal UI's codec server settings, turn on <i>Include cross-origin credentials</i>.</p>",
+        status_code=status, headers=LOGIN_HEADERS)
+
+
+@router.get("/login", response_class=HTMLResponse, include_in_schema=False)
+async def login_page() -> HTMLResponse:
+    return _page("Sign in with an API token so the Temporal UI can decode payloads in this browser.")
+
+
+@router.post("/login", response_class=HTMLResponse, include_in_schema=False)
+async def login(request: Request, state: StateDep) -> Response:
+    """Sets the token as an HttpOnly, SameSite=Strict cookie scoped to /codec: the browser sends it to the codec
+    routes only, and only from pages of the same site (the Temporal UI beside the API)."""
+    form = parse_qs((await request.body()).decode(errors="replace"))
+    token = (form.get("token") or [""])[0].strip()
+    who = state.tokens.caller(token) if token else None
+    if who is None:
+        return _page("That is not a valid API token.", status=401)
+    page = _page(f"Signed in as {who.identity} for {COOKIE_SECONDS // 3600} hours: the Temporal UI can decode "
+                 "payloads in this browser.")
+    page.set_cookie(COOKIE, token, max_age=COOKIE_SECONDS, path=PREFIX, httponly=True, samesite="strict",
+                    secure=request.url.scheme == "https")
+    return page
+
+
+@router.post("/logout", response_class=HTMLResponse, include_in_schema=False)
+async def logout() -> Response:
+    page = _page("Signed out: the Temporal UI shows encrypted payloads in this browser again.")
+    page.delete_cookie(COOKIE, path=PREFIX)
+    return page
+
+
+class CodecCors:
+    """CORS for the codec routes alone, for the Temporal UI's origins (credentials allowed: the login cookie)."""
+
+    def __init__(self, app: ASGIApp, *, origins: list[str]) -> None:
+        self.app = app
+        self.cors = CORSMiddleware(app, allow_origins=origins, allow_methods=["POST"], allow_headers=["*"],
+                                   allow_credentials=True, max_age=600)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(PREFIX + "/"):
+            await self.cors(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def install(app: FastAPI, settings: ApiSettings) -> None:
+    """The codec routes, their keys (a bad key file stops the API here) and their CORS."""
+    app.state.codec = settings.temporal.codec()
+    if settings.codec_cors_origins:
+        app.add_middleware(CodecCors, origins=settings.codec_cors_origins)
+    app.include_router(router)
