@@ -37,7 +37,7 @@ def _settings(tmp_path: Path, keys: Path) -> ApiSettings:
     tokens = tmp_path / "tokens"
     tokens.write_text(f"{TOKEN} operator@example.com\n")
     return ApiSettings(token_file=str(tokens), codec_cors_origins=[UI],
-                       temporal={"codec_keys_file": str(keys)})  # type: ignore[arg-type]
+                       temporal={"codec_keys_file": str(keys)})
 
 
 @pytest.fixture
