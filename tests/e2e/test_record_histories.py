@@ -37,9 +37,15 @@ SHAPES: dict[str, dict[str, Any]] = {
     "gate-refused-early-then-timeout": {"task": "sleep:2 hi", "lifecycle": {
         "postRun": [{**HOOK, "name": "g", "gate": True}, HOOK], "gateTimeout": "2s"}},
     "gate-approved-then-hooks": {"lifecycle": {"postRun": [HOOK, {**HOOK, "name": "g", "gate": True}]}},
+    # lifecycle.retry: attempt 1 is sent back (a retry verdict), attempt 2 (its own Jobs) approved, then the hooks.
+    "gate-retried-then-approved": {"lifecycle": {"postRun": [HOOK, {**HOOK, "name": "g", "gate": True}],
+                                                 "retry": {"maxAttempts": 2, "backoff": "1s"}}},
 }
 EARLY_SIGNAL = {"gate-refused-early-then-timeout"}
-SIGNAL_WHILE_PENDING = {"gate-rejected-by-signal": "reject", "gate-approved-then-hooks": "approve"}
+SIGNAL_WHILE_PENDING = {"gate-rejected-by-signal": "reject", "gate-approved-then-hooks": "approve",
+                        "gate-retried-then-approved": "retry"}
+# After the first verdict: the next attempt's gate waits, and this verdict decides it.
+THEN_WHILE_PENDING = {"gate-retried-then-approved": "approve"}
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -54,12 +60,17 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
         await client.get_workflow_handle(running["status"]["workflowId"]).signal(
             AgentRunWorkflow.verdict, Verdict(action="reject", response="no"))
     if shape in SIGNAL_WHILE_PENDING:
-        def pending() -> dict[str, Any] | None:
+        def pending(job: str = "r") -> dict[str, Any] | None:
             r = stack.get_run(namespace, "r") or {}
-            return r if ((r.get("status") or {}).get("gate") or {}).get("state") == "pending" else None
+            st = r.get("status") or {}
+            return r if (st.get("gate") or {}).get("state") == "pending" and st.get("jobName") == job else None
         waiting = wait_for(pending, timeout=60, what="the gate to wait")
         await client.get_workflow_handle(waiting["status"]["workflowId"]).signal(
             AgentRunWorkflow.verdict, Verdict(action=SIGNAL_WHILE_PENDING[shape], response="no"))
+        if shape in THEN_WHILE_PENDING:
+            again = wait_for(lambda: pending("r-try2"), timeout=60, what="attempt 2's gate to wait")
+            await client.get_workflow_handle(again["status"]["workflowId"]).signal(
+                AgentRunWorkflow.verdict, Verdict(action=THEN_WHILE_PENDING[shape]))
     run = stack.wait_phase(namespace, "r")
     handle = client.get_workflow_handle(run["status"]["workflowId"])
     await handle.result()  # the workflow has also finished its cleanup
