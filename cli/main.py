@@ -137,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                                        "from AGENTRUN_TEMPORAL__* (TLS, API key)")
     ts.add_argument("--address", help="host:port (default AGENTRUN_TEMPORAL__ADDRESS)")
     ts.add_argument("--namespace", help="Temporal namespace (default AGENTRUN_TEMPORAL__NAMESPACE)")
+    cp = sub.add_parser("codec", help="the payload codec's keys")
+    cops = cp.add_subparsers(dest="op", required=True)
+    nk = cops.add_parser("new-key", help="print a fresh key line ('<id> <base64 key>') for a codec key file: put it "
+                                         "first to write with it, keep the old lines to read what they wrote")
+    nk.add_argument("--id", default="", help="the key's ID (default: k<date>-<random>)")
     sub.add_parser("worker", help="run the Temporal worker (settings from AGENTRUN_* variables)")
     sub.add_parser("bridge", help="run the bridge (settings from AGENTRUN_* variables)")
     ap = sub.add_parser("api", help="run the HTTP API (settings from AGENTRUN_* variables)")
@@ -168,6 +173,14 @@ def main(argv: list[str] | None = None) -> int:
         return api_main(["--insecure"] if args.insecure else [])
     if args.command == "schedules":
         return _schedules(args)
+    if args.command == "codec":
+        from models.codec import KeyFileError, new_key_line
+
+        try:
+            print(new_key_line(args.id))
+        except KeyFileError as e:
+            raise SystemExit(f"agentrun codec new-key: {e}") from e
+        return 0
     if args.command == "temporal":
         from .temporal import setup
 

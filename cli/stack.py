@@ -70,6 +70,8 @@ class TemporalDevServer:
     headless: bool = False
     # Registered with start-up flags (fast); off to test how processes register them on other servers.
     search_attributes: bool = True
+    # The UI's remote codec (the API's `/codec`: the UI appends `/decode`), so it can show decrypted payloads.
+    ui_codec_endpoint: str = ""
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -100,6 +102,8 @@ class TemporalDevServer:
             args.append("--headless")
         else:
             args += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+            if self.ui_codec_endpoint:
+                args += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for name, kind in SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             args += ["--search-attribute", f"{name}={kind}"]
         log = (self.state_dir / "temporal.log").open("ab")

@@ -3,7 +3,9 @@
 Temporal dev server (with UI, search attributes, tuned), localkube (persistent, CRDs
 installed, the agent image mapped to the reference agent program), NATS when `nats-server`
 is installed, the API with its admission webhooks registered in localkube, the worker and the bridge. Endpoints go to `<state>/endpoints.json`, process
-ids to `<state>/pids.json`, so `down` (or a second terminal) finds everything.
+ids to `<state>/pids.json`, so `down` (or a second terminal) finds everything. Every process encrypts the payloads it
+hands Temporal with the keys of `<state>/codec-keys` (made at the first `up`), and the Temporal UI decodes them
+through the API's codec endpoint for an operator signed in at `<api>/codec/login`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kubernetes import client, config
 
 from localkube.certs import ensure_tls
 from localkube.server import ADMIN
+from models.codec import ensure_key_file
 from models.crds import all_crds
 from models.kube import Conflict, typed_errors
 
@@ -67,7 +70,13 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
         return 1
     image_map = state_dir / "image-map.yaml"
     image_map.write_text(yaml.safe_dump(incluster.image_map()))
-    temporal = TemporalDevServer(state_dir / "temporal").start()
+    # Every payload the stack's processes hand Temporal is encrypted with this key file's keys (made once, 0600).
+    codec_keys = ensure_key_file(state_dir / "codec-keys")
+    # The API's port is chosen now so that the Temporal UI can start with the API's codec endpoint (the host
+    # processes' API only: in-cluster, the API's address is its Service's, known after the install).
+    api_port = 0 if in_cluster else free_port()
+    temporal = TemporalDevServer(state_dir / "temporal",
+                                 ui_codec_endpoint=f"http://127.0.0.1:{api_port}/codec" if api_port else "").start()
     kube_args = ["--image-map", str(image_map), "--job-backoff-seconds", "1"]
     if in_cluster:
         # Every request with the user it authenticated as: shows that the control plane's pods use their own
@@ -98,7 +107,7 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
         procs = [p for p in (temporal.proc, kube.proc, nats.proc if nats else None) if p is not None]
     else:
         procs = _up_processes(state_dir, kubeconfig, info, pids, temporal=temporal, nats=nats,
-                              fallback_poll_seconds=fallback_poll_seconds)
+                              fallback_poll_seconds=fallback_poll_seconds, api_port=api_port, codec_keys=codec_keys)
     (state_dir / "endpoints.json").write_text(json.dumps(info, indent=2))
     print("agentrun is up" + (" (control plane in pods, installed from the Helm chart):" if in_cluster else ":"))
     for k, v in info.items():
@@ -119,8 +128,8 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
 
 
 def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids: dict[str, int], *,
-                  temporal: TemporalDevServer, nats: NatsServer | None,
-                  fallback_poll_seconds: int) -> list[subprocess.Popen[bytes]]:
+                  temporal: TemporalDevServer, nats: NatsServer | None, fallback_poll_seconds: int,
+                  api_port: int, codec_keys: Path) -> list[subprocess.Popen[bytes]]:
     """The worker, the bridge and the API as host processes with the admin kubeconfig (the default).
 
     The API comes first, with its admission webhooks on a TLS listener of their own (a certificate for 127.0.0.1
@@ -129,7 +138,8 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     install_crds(kubeconfig)
     env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
            "AGENTRUN_KUBE__KUBECONFIG": str(kubeconfig),
-           "AGENTRUN_FALLBACK_POLL_SECONDS": str(fallback_poll_seconds), "PYTHONUNBUFFERED": "1"}
+           "AGENTRUN_FALLBACK_POLL_SECONDS": str(fallback_poll_seconds), "PYTHONUNBUFFERED": "1",
+           "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(codec_keys)}
     if nats is not None:
         env["AGENTRUN_NATS__URL"] = nats.url
     token_file = state_dir / "api-tokens"
@@ -138,16 +148,22 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
         token_file.chmod(0o600)
     api_token = next(line.split()[0] for line in token_file.read_text().splitlines()
                      if line.strip() and not line.startswith("#"))
-    api_port, webhook_port = free_port(), free_port()
+    webhook_port = free_port()
     tls = ensure_tls(state_dir / "webhook-tls")
     # Every process here uses the admin kubeconfig, so the API's runs reach the webhook as localkube's admin: the
     # creator it stamps (its token's identity) is kept.
     api = _spawn("api", [sys.executable, "-m", "api"],
                  {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port),
                   "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
-                  "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name])},
+                  "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name]),
+                  # The UI's page calls the codec from its own origin (by either name of the host).
+                  "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([temporal.ui_url,
+                                                             f"http://localhost:{temporal.ui_port}"])},
                  state_dir)
     info["api"] = f"http://127.0.0.1:{api_port}"
+    info["codec"] = f"{info['api']}/codec"
+    info["codec_login"] = f"{info['api']}/codec/login"
+    info["codec_keys"] = str(codec_keys)
     info["api_token"] = api_token
     info["webhook"] = f"https://127.0.0.1:{webhook_port}"
     pids["api"] = api.pid

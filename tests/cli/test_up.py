@@ -1,14 +1,20 @@
 """`agentrun up` and `down` take --state-dir after the subcommand and publish DIR/kubeconfig; the embedded stack
-registers the API's admission webhooks in localkube, so it is protected as a cluster is."""
+registers the API's admission webhooks in localkube, so it is protected as a cluster is, encrypts every payload with
+a key file of its state dir, and its Temporal UI decodes them through the API's codec endpoint."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import httpx
+
+from models.codec import load_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -48,6 +54,28 @@ def _assert_webhooks_protect_the_stack(kubeconfig: Path, info: dict[str, Any]) -
     assert json.loads(made.stdout)["metadata"]["annotations"]["agentrun.dev/created-by"] == "admin"
 
 
+def _assert_payloads_are_encrypted_and_the_ui_decodes_them(state: Path, info: dict[str, Any]) -> None:
+    keys = state / "codec-keys"
+    assert info["codec_keys"] == str(keys) and stat.S_IMODE(keys.stat().st_mode) == 0o600
+    assert len(load_keys(keys).keys) == 1
+    assert "payloads encrypted with codec key" in (state / "worker.log").read_text()
+    # The UI is configured with the API's codec endpoint (it appends /decode itself).
+    assert info["codec"] == info["api"] + "/codec"
+    ui = httpx.get(info["temporal_ui"] + "/api/v1/settings", timeout=10)
+    assert ui.status_code == 200 and ui.json()["Codec"]["Endpoint"] == info["codec"]
+    # ... which answers the UI's origin, and decodes for the operator's token only.
+    preflight = httpx.options(info["codec"] + "/decode", timeout=10, headers={
+        "Origin": info["temporal_ui"], "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,x-namespace"})
+    assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == info["temporal_ui"]
+    plain = {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "InNlY3JldCI="}]}
+    assert httpx.post(info["codec"] + "/encode", json=plain, timeout=10).status_code == 401
+    auth = {"Authorization": f"Bearer {info['api_token']}"}
+    sealed = httpx.post(info["codec"] + "/encode", json=plain, headers=auth, timeout=10)
+    assert sealed.status_code == 200 and sealed.json()["payloads"][0]["metadata"]["encoding"] == "YmluYXJ5L2VuY3J5cHRlZA=="
+    assert httpx.post(info["codec"] + "/decode", json=sealed.json(), headers=auth, timeout=10).json() == plain
+
+
 def test_up_and_down_accept_the_state_dir_after_the_subcommand(tmp_path: Path) -> None:
     state = tmp_path / "stack"
     up = _agentrun("up", "--state-dir", str(state), "--detach")
@@ -63,6 +91,7 @@ def test_up_and_down_accept_the_state_dir_after_the_subcommand(tmp_path: Path) -
         assert got.returncode == 0, got.stderr
         assert "customresourcedefinition.apiextensions.k8s.io/agentruns.sympozium.ai" in got.stdout.split()
         _assert_webhooks_protect_the_stack(kubeconfig, info)
+        _assert_payloads_are_encrypted_and_the_ui_decodes_them(state, info)
     finally:
         down = _agentrun("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stdout + down.stderr
