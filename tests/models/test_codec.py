@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
 from models.codec import (
     ENCODING,
@@ -132,6 +133,8 @@ def test_settings_refuse_a_missing_key_file_and_build_an_encrypting_converter(tm
     keys = ensure_key_file(tmp_path / "state" / "codec-keys")
     converter = TemporalSettings(codec_keys_file=str(keys)).data_converter()
     assert isinstance(converter.payload_codec, EncryptionCodec)
+    # Failure messages and stack traces go through the codec too (they can quote a hook's output).
+    assert isinstance(converter.failure_converter, DefaultFailureConverterWithEncodedAttributes)
     [enc] = asyncio.run(converter.encode([{"value": SECRET}]))
     assert enc.metadata["encoding"] == ENCODING and SECRET.encode() not in enc.data
     assert asyncio.run(converter.decode([enc], [dict])) == [{"value": SECRET}]

@@ -1,0 +1,193 @@
+"""The payload codec end to end: a worker, a bridge and an API started with a key file keep a secret literal of a
+hook's env out of the workflow history Temporal stores (not even base64-encoded), the API's codec endpoint gives it
+back to a caller with a token (and 401 to one without), and the encrypted history replays.
+
+A stack of its own (localkube, a Temporal dev server, the three processes), so the session's stack stays plain:
+the other end-to-end tests read its histories with the plain converter, and its bridge, which watches every
+namespace of the session's localkube, never sees these runs."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client, config
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from cli.stack import VENV_BIN, TemporalDevServer, free_port
+from cli.up import install_crds
+from localkube.testing import running_localkube
+from models.codec import EncryptionCodec, ensure_key_file
+from models.settings import TemporalSettings
+from tests.e2e.conftest import AGENT_IMAGE, Proc, agent, agent_run, api_process, hook
+from tests.waiting import wait_for
+from workflows.agent_run import AgentRunWorkflow
+
+SECRET = "s3cr3t-XYZ-7f3a9c1e5b2d4f60a8"
+TASK = "summarise the confidential launch plan 8d41c2"
+TOKEN = "t-codec-e2e-0123456789"
+
+
+@dataclass
+class CodecStack:
+    kube: client.ApiClient
+    temporal: TemporalDevServer
+    api: str
+    keys: Path
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.kube)
+
+
+@pytest.fixture(scope="module")
+def codec_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodecStack]:
+    d = tmp_path_factory.mktemp("codec")
+    keys = ensure_key_file(d / "codec-keys")
+    tokens = d / "tokens"
+    tokens.write_text(f"{TOKEN} operator@example.com\n")
+    with running_localkube(d / "kube", job_backoff_seconds=0.2, image_map={
+            AGENT_IMAGE: [sys.executable, "-m", "agentrunner"]}) as lk:
+        install_crds(lk.kubeconfig)
+        temporal = TemporalDevServer(d / "temporal", headless=True).start()
+        env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
+               "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(keys), "AGENTRUN_KUBE__KUBECONFIG": str(lk.kubeconfig),
+               "AGENTRUN_FALLBACK_POLL_SECONDS": "5", "PYTHONUNBUFFERED": "1"}
+        procs = [Proc(name, [sys.executable, "-m", name], env, d / f"{name}.log") for name in ("worker", "bridge")]
+        for p in procs:
+            p.start()
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        api = config.new_client_from_config(str(lk.kubeconfig))
+        try:
+            with api_process({**env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port)},
+                             d / "api.log", {base + "/readyz": True}):
+                wait_for(lambda: "worker polling" in (d / "worker.log").read_text(), timeout=60,
+                         what="the worker to poll")
+                yield CodecStack(api, temporal, base, keys)
+        finally:
+            api.close()
+            for p in procs:
+                p.stop()
+            temporal.stop()
+
+
+def _temporal(stack: CodecStack, *args: str) -> str:
+    out = subprocess.run([str(VENV_BIN / "temporal"), *args, "--address", stack.temporal.address],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _base64_forms(value: bytes) -> list[str]:
+    """The base64 text of `value` at each of the 3 alignments it can have inside longer data: the characters that
+    only its own bytes determine."""
+    forms = []
+    for shift in range(3):
+        text = base64.b64encode(b"\0" * shift + value + b"\0\0").decode()
+        first = -(-shift * 8 // 6)  # the first character whose 6 bits all come from `value`
+        last = (shift + len(value)) * 8 // 6  # one past the last such character
+        forms.append(text[first:last])
+    return forms
+
+
+# What Temporal keeps plain by design: search attributes (the UI's index: namespace, names, phase and gate state
+# only) and the SDK's patch markers (a patch ID); neither passes through a codec.
+PLAIN_BY_DESIGN = ("searchAttributes", "markerRecordedEventAttributes")
+
+
+def _payloads(node: Any, *, plain: list[tuple[str, bytes]] | None = None, under: str = "") -> Iterator[dict[str, Any]]:
+    """Every Payload of a history in its JSON form (an object with metadata and data), except those Temporal keeps
+    plain by design, which go to `plain` as (field, data)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("metadata"), dict) and "data" in node:
+            if under:
+                if plain is not None:
+                    plain.append((under, base64.b64decode(node["data"])))
+            else:
+                yield node
+        for k, v in node.items():
+            yield from _payloads(v, plain=plain, under=under or (k if k in PLAIN_BY_DESIGN else ""))
+    elif isinstance(node, list):
+        for v in node:
+            yield from _payloads(v, plain=plain, under=under)
+
+
+@pytest.fixture(scope="module")
+def finished_run(codec_stack: CodecStack) -> tuple[str, str]:
+    """The workflow ID of a run whose postRun hook env carries a secret literal, and its raw history (JSON)."""
+    ns = "codec"
+    client.CoreV1Api(codec_stack.kube).create_namespace({"metadata": {"name": ns}})  # type: ignore[arg-type]
+    codec_stack.custom.create_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "agents", agent())
+    # The hook proves it got the value, without printing it.
+    check = hook("upload", f'test "$AWS_SECRET_ACCESS_KEY" = "{SECRET}"',
+                 env=[{"name": "AWS_SECRET_ACCESS_KEY", "value": SECRET}, {"name": "BUCKET", "value": "reports"}])
+    codec_stack.custom.create_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "agentruns", agent_run(
+        "secret", task=TASK, lifecycle={"postRun": [check]}))
+
+    def finished() -> dict[str, Any] | None:
+        run: dict[str, Any] = codec_stack.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+            "sympozium.ai", "v1alpha1", ns, "agentruns", "secret")
+        return run if (run.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+
+    run = wait_for(finished, timeout=120, what="the run to finish")
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    wid = run["status"]["workflowId"]
+    return wid, _temporal(codec_stack, "workflow", "show", "--workflow-id", wid, "--output", "json")
+
+
+def test_the_raw_history_holds_the_secret_nowhere_not_even_base64(finished_run: tuple[str, str]) -> None:
+    _, raw = finished_run
+    history = json.loads(raw)
+    kinds = {e["eventType"] for e in history["events"]}
+    assert {"EVENT_TYPE_ACTIVITY_TASK_SCHEDULED", "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"} <= kinds
+    for value in (SECRET, TASK):
+        assert value not in raw
+        for form in _base64_forms(value.encode()):
+            assert form not in raw, f"{value!r} in the history as base64 ({form})"
+    # Every payload of the history is encrypted (the workflow's input, each activity's input and result, ...) but
+    # the search attributes and patch markers, which hold names and states only.
+    plain: list[tuple[str, bytes]] = []
+    payloads = list(_payloads(history, plain=plain))
+    assert len(payloads) > 5
+    encodings = {base64.b64decode(p["metadata"]["encoding"]) for p in payloads}
+    assert encodings == {b"binary/encrypted"}, encodings
+    assert {json.loads(data) for where, data in plain if where == "searchAttributes" and data.startswith(b'"')} \
+        == {"codec", "secret", "helper", "Pending", "Running", "PostRunning", "Succeeded"}
+
+
+def test_the_codec_endpoint_shows_the_history_to_a_caller_with_a_token(codec_stack: CodecStack,
+                                                                       finished_run: tuple[str, str]) -> None:
+    wid, raw = finished_run
+    payloads = list(_payloads(json.loads(raw)))
+    refused = httpx.post(codec_stack.api + "/codec/decode", json={"payloads": payloads}, timeout=30)
+    assert refused.status_code == 401 and SECRET not in refused.text
+    decoded = httpx.post(codec_stack.api + "/codec/decode", json={"payloads": payloads}, timeout=30,
+                         headers={"Authorization": f"Bearer {TOKEN}", "X-Namespace": "default"})
+    assert decoded.status_code == 200, decoded.text
+    texts = [base64.b64decode(p["data"]).decode(errors="replace") for p in decoded.json()["payloads"]]
+    assert any(SECRET in t for t in texts) and any(TASK in t for t in texts)
+    # Temporal's own CLI, through the same endpoint as the UI uses.
+    shown = _temporal(codec_stack, "workflow", "show", "--workflow-id", wid, "--output", "json",
+                      "--codec-endpoint", codec_stack.api + "/codec", "--codec-auth", f"Bearer {TOKEN}")
+    assert any(SECRET in base64.b64decode(p["data"]).decode(errors="replace")
+               for p in _payloads(json.loads(shown)))
+
+
+async def test_the_encrypted_history_replays_with_the_codec(codec_stack: CodecStack,
+                                                            finished_run: tuple[str, str]) -> None:
+    wid, raw = finished_run
+    converter = TemporalSettings(codec_keys_file=str(codec_stack.keys)).data_converter()
+    assert isinstance(converter.payload_codec, EncryptionCodec)
+    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=converter)
+    await replayer.replay_workflow(WorkflowHistory.from_json(wid, raw))
