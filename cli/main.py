@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("name")
     lg.add_argument("-n", "--namespace", default="default")
     lg.add_argument("--hook")
+    lg.add_argument("--attempt", type=int, help="a retried run's attempt (default: the last) for the agent and the "
+                                                "gate hook")
     _schedule_commands(sub)
     tp = sub.add_parser("temporal", help="prepare a Temporal namespace for agentrun")
     tops = tp.add_subparsers(dest="op", required=True)
@@ -205,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "get":
         return runs.get_run(s, args.namespace, args.name)
     if args.command == "logs":
-        return runs.logs(s, args.namespace, args.name, args.hook)
+        return runs.logs(s, args.namespace, args.name, args.hook, args.attempt)
     return 2
 
 

@@ -179,26 +179,29 @@ def get_run(s: Session, ns: str, name: str) -> int:
     return 0
 
 
-def logs(s: Session, ns: str, name: str, hook: str | None) -> int:
+def logs(s: Session, ns: str, name: str, hook: str | None, attempt: int | None = None) -> int:
     try:
-        return _logs(s, ns, name, hook)
+        return _logs(s, ns, name, hook, attempt)
     except KubeError as e:
         print(e.message, file=sys.stderr)
         return 1
 
 
-def _logs(s: Session, ns: str, name: str, hook: str | None) -> int:
+def _logs(s: Session, ns: str, name: str, hook: str | None, attempt: int | None) -> int:
+    run = s.run(ns, name)
+    # A retried run's agent and gate hook ran once per attempt, each in Jobs of their own: the last, unless asked.
+    attempt = attempt or int((run.get("status") or {}).get("attempt") or 1)
     if hook is None:
-        job, container = job_name(name, "agent-run"), "agent"
+        job, container = job_name(name, "agent-run", attempt), "agent"
     else:
-        run = s.run(ns, name)
         lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
         pre = {h.get("name") for h in lifecycle.get("preRun") or []}
         gated = {h.get("name") for h in lifecycle.get("postRun") or [] if h.get("gate")}
         # With a gate, the other postRun hooks run after the verdict in a Job of their own.
         component: Component = ("prerun" if hook in pre else
                                 "post-gate" if gated and hook not in gated else "post-run")
-        job, container = job_name(name, component), hook_container(component, hook)
+        job = job_name(name, component, attempt if component == "post-run" else 1)
+        container = hook_container(component, hook)
     with typed_errors(f"list pods of Job {job}"):
         pods: Any = s.core.list_namespaced_pod(ns, label_selector=f"job-name={job}")
     if not pods.items:

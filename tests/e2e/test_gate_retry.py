@@ -35,7 +35,7 @@ def _retried(stack: Stack, ns: str, name: str, script: str, *, retry: dict[str, 
 
 
 def test_a_retry_verdict_runs_the_agent_again_with_the_feedback_and_attempt_two_is_approved(
-        stack: Stack, namespace: str) -> None:
+        stack: Stack, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _retried(stack, namespace, "kiwi", KIWI_GATE, retry={"maxAttempts": 3}, cleanup="keep")
     st = run["status"]
     assert (st["phase"], st["gateVerdict"], st["attempt"]) == ("Succeeded", "approved", 2), st
@@ -51,6 +51,14 @@ def test_a_retry_verdict_runs_the_agent_again_with_the_feedback_and_attempt_two_
     jobs = set(stack.run_objects(namespace, "kiwi")["jobs"])
     assert {"kiwi", "kiwi-try2"} <= jobs <= {"kiwi", "kiwi-postrun", "kiwi-try2", "kiwi-try2-postrun"}, jobs
     assert (st["jobName"], st["postRunJobName"]) == ("kiwi-try2", "kiwi-try2-postrun")
+    # `agentrun logs` reads the last attempt's agent, or the one asked for.
+    (tmp_path / "endpoints.json").write_text(json.dumps({"kubeconfig": str(stack.kube.kubeconfig)}))
+    capsys.readouterr()
+    assert agentrun(["--state-dir", str(tmp_path), "logs", "kiwi", "-n", namespace]) == 0
+    assert "KIWI" in capsys.readouterr().out
+    assert agentrun(["--state-dir", str(tmp_path), "logs", "kiwi", "-n", namespace, "--attempt", "1"]) == 0
+    first = capsys.readouterr().out
+    assert "__SYMPOZIUM_RESULT__" in first and "KIWI" not in first
 
 
 def test_a_gate_that_always_sends_the_answer_back_ends_retries_exhausted(stack: Stack, namespace: str) -> None:
