@@ -149,7 +149,7 @@ def verdict_schema(api_base: str, stack: Stack, namespace: str, accepted: dict[s
         st = stack.wait_phase(namespace, name, timeout=30)["status"]
         # These runs have no lifecycle.retry: a retry verdict is a reject, and its feedback is no answer.
         label = {"approve": "approved", "reject": "rejected", "rewrite": "rewritten", "retry": "rejected"}[body["action"]]
-        result = {"approve": "echo: hello", "retry": REJECTED_TEXT}.get(body["action"], body["response"])
+        result = {"approve": "echo: hello", "retry": REJECTED_TEXT}.get(body["action"]) or body["response"]
         assert (st["phase"], st["gateVerdict"], st["result"]) == ("Succeeded", label, result), (body, st)
         assert st["gate"]["decidedBy"] == "fuzzer@example.com", st["gate"]
         if body.get("reason"):
