@@ -54,6 +54,7 @@ from models.resolve import approval_tools
 
 from .authority import Unreadable, gate_authority, record_refusal
 from .deps import State, StateDep
+from .escalation import Requester, Unreviewable, escalation, rules_checked
 
 log = logging.getLogger("agentrun.api.admission")
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -94,6 +95,12 @@ class UserInfo(_Camel):
 
     username: str = ""
     groups: list[str] = Field(default_factory=list)
+    uid: str = ""
+    extra: dict[str, list[str]] = Field(default_factory=dict)
+
+    def requester(self) -> Requester:
+        return Requester(self.username, tuple(self.groups), self.uid,
+                         tuple((k, tuple(v)) for k, v in sorted(self.extra.items())))
 
 
 class AdmissionRequest(_Camel):
@@ -304,6 +311,8 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     meta.namespace = ns
     run = {**obj, "metadata": meta.model_dump(by_alias=True, exclude_none=True, exclude={"annotations"})}
     who = f"{ns}/{req.name or meta.name or meta.generate_name + '*'}"  # for the log
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     try:
         async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
             ev = await evaluate_run(run, read=reader(state.kube, ns), default_image=state.settings.agent_image)
@@ -318,6 +327,19 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     if isinstance(ev.problem, PolicyViolation):
         log.info("refused AgentRun %s: %s", who, ev.problem)
         return _refuse(req.uid, 403, "Forbidden", str(ev.problem))
+    rules = rules_checked(run, ev.resolved.rbac if ev.resolved is not None else None, ev.agent_name)
+    if rules:
+        try:
+            async with asyncio.timeout(max(1.0, EVALUATE_TIMEOUT_SECONDS - (loop.time() - started))):
+                refusal = await escalation(state.kube, req.user_info.requester(), ns, rules)
+        except (TimeoutError, Unreviewable) as e:
+            why = str(e) or f"the access reviews took over {EVALUATE_TIMEOUT_SECONDS:g}s"
+            log.warning("refused AgentRun %s: cannot review its lifecycle RBAC: %s", who, why)
+            return _refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run's lifecycle.rbac against what "
+                           f"{req.user_info.username} may do, so it is refused: {why}")
+        if refusal is not None:
+            log.info("refused AgentRun %s from %s: %s", who, req.user_info.username, refusal.message)
+            return _refuse(req.uid, 403, "Forbidden", refusal.message)
     if ev.problem is not None:
         return _allow(req.uid, [f"this run will fail when it starts unless this is fixed first: {ev.problem}"])
     warnings: list[str] = []

@@ -2,7 +2,8 @@
 
 One listener by default (HTTPS with --tls-cert/--tls-key). With a webhook port, two: the API on
 plain HTTP (a cluster terminates TLS at its Ingress) and the admission webhook alone on HTTPS with
-the certificate the kube-apiserver trusts. Each listener answers only its own paths, so the
+the certificate the kube-apiserver trusts (and, with --webhook-client-ca, only for clients presenting a
+certificate that CA signed: the kube-apiserver's). Each listener answers only its own paths, so the
 token-free admission route is never reachable on the API's port and the API is never reachable
 through the webhook's Service.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import ssl
 from typing import Any
 
 import uvicorn
@@ -51,6 +53,8 @@ def servers(settings: ApiSettings, *, host: str, port: int) -> list[uvicorn.Serv
     api = uvicorn.Config(OnlyPaths(app, deny=(ADMISSION,)), host=host, port=port, log_level="warning")
     # The app's lifespan (clients to Kubernetes and Temporal) runs once, on the API's listener; the webhook's
     # listener serves the same app object and so the same state.
+    if settings.webhook_client_ca_file:
+        tls |= {"ssl_ca_certs": settings.webhook_client_ca_file, "ssl_cert_reqs": ssl.CERT_REQUIRED}
     webhook = uvicorn.Config(OnlyPaths(app, allow=(ADMISSION, *PROBES)), host=host, port=settings.webhook_port,
                              log_level="warning", lifespan="off", **tls)
     return [uvicorn.Server(api), uvicorn.Server(webhook)]
@@ -85,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--webhook-port", type=int,
                    help="serve the admission webhook alone on this port with the TLS certificate, and the API on "
                         "plain HTTP (AGENTRUN_WEBHOOK_PORT)")
+    p.add_argument("--webhook-client-ca",
+                   help="require a client certificate signed by this PEM CA on the webhook's listener (the "
+                        "kube-apiserver's; AGENTRUN_WEBHOOK_CLIENT_CA_FILE)")
     args = p.parse_args(argv)
     settings = ApiSettings()
     if args.insecure:
@@ -95,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
         p.error("TLS needs both a certificate and a key (--tls-cert and --tls-key, or AGENTRUN_TLS_CERT_FILE and "
                 "AGENTRUN_TLS_KEY_FILE)")
+    settings.webhook_client_ca_file = args.webhook_client_ca or settings.webhook_client_ca_file
+    if settings.webhook_client_ca_file and not settings.webhook_port:
+        p.error("a webhook client CA (--webhook-client-ca, AGENTRUN_WEBHOOK_CLIENT_CA_FILE) needs the webhook's own "
+                "listener (--webhook-port): the API's listener does not ask its clients for certificates")
     if settings.webhook_port and not settings.tls_cert_file:
         p.error("the admission webhook's listener needs a TLS certificate (--tls-cert/--tls-key): the kube-apiserver "
                 "calls webhooks over HTTPS only")

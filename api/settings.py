@@ -30,6 +30,9 @@ class ApiSettings(BaseSettings):
     # A second listener, HTTPS with the certificate above, that serves only the admission webhook (and probes);
     # the API itself then stays plain HTTP on `port` (TLS at the Ingress). 0: one listener serves everything.
     webhook_port: int = 0
+    # Require TLS client certificates signed by this CA (PEM) on the webhook listener: the kube-apiserver's, so only
+    # it may call the admission webhook. Needs a webhook port (the API's own listener never asks for one).
+    webhook_client_ca_file: str = ""
     # Kubernetes users whose `agentrun.dev/created-by` the mutating webhook keeps on a new run (JSON list): the API's
     # own identity, which creates runs for its token's identity and stamps that. Anyone else's runs are stamped with
     # the requesting user.

@@ -82,6 +82,14 @@ def ns(localkube: Handle) -> Iterator[str]:
             "provider": {"name": "openai", "model": "gpt-4o", "apiKeySecret": "key"}, "policy": "strict"})),
     ]:
         custom.create_namespaced_custom_object(G, V, name, plural, body)
+    # The reviews' user holds what COMPLIANT's lifecycle.rbac grants (no escalation: api/escalation.py).
+    rbac = client.RbacAuthorizationV1Api(api)
+    rbac.create_namespaced_role(name, {"metadata": {"name": "alice"},  # type: ignore[arg-type]
+                                       "rules": COMPLIANT["lifecycle"]["rbac"]})
+    rbac.create_namespaced_role_binding(name, {  # type: ignore[arg-type]
+        "metadata": {"name": "alice"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "alice"},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]})
     yield name
     core.delete_namespace(name)
     api.close()

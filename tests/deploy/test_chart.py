@@ -51,6 +51,8 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         *(("sympozium.ai", r, "get") for r in ("agents", "sympoziuminstances", "sympoziumpolicies")),
         *(("sympozium.ai", "sympoziumschedules", v) for v in ("get", "list", "create", "patch", "delete")),
         ("", "events", "create"),  # api/authority.py: a refused verdict is a VerdictRefused Event on its run
+        # api/escalation.py: a run's lifecycle.rbac is reviewed against what its creator holds
+        ("authorization.k8s.io", "localsubjectaccessreviews", "create"),
     },
 }
 # Cluster-wide even with watchNamespaces: bridge/verdicts.py reads the one MutatingWebhookConfiguration that stamps
@@ -354,3 +356,19 @@ def test_the_charts_crds_are_the_generated_ones() -> None:
     assert {p.name for p in (CHART / "crds").glob("*.yaml")} == set(generated)
     for name, crd in generated.items():
         assert (CHART / "crds" / name).read_text() == render(crd)
+
+
+def test_the_api_may_delegate_only_its_delegable_rules_and_can_require_the_apiservers_client_certificate(
+        chart: helm.Chart) -> None:
+    extra = {"apiGroups": ["sympozium.ai"], "resources": ["agentruns"], "verbs": ["get", "patch"]}
+    docs = rendered(chart, {"api": {"delegableRules": [extra]},
+                            "webhook": {"clientCA": {"existingSecret": "apiserver-client-ca"}}})
+    assert granted(docs, "api", None) == NEEDS["api"] | {("sympozium.ai", "agentruns", "patch")}
+    env = component_env(docs, "api")
+    assert env["AGENTRUN_WEBHOOK_CLIENT_CA_FILE"]["value"] == "/etc/agentrun/webhook-client-ca/ca.crt"
+    api = next(d for d in of(docs, "Deployment") if d["metadata"]["name"] == "agentrun-api")
+    volumes = {v["name"]: v for v in api["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["webhook-client-ca"]["secret"]["secretName"] == "apiserver-client-ca"
+    mounts = {m["name"]: m["mountPath"] for m in api["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["webhook-client-ca"] == "/etc/agentrun/webhook-client-ca"
+    assert "AGENTRUN_WEBHOOK_CLIENT_CA_FILE" not in component_env(rendered(chart, {}), "api")

@@ -3,6 +3,8 @@ on HTTPS. Each answers only its own paths (the token-free admission route is not
 
 from __future__ import annotations
 
+import datetime as dt
+import socket
 import ssl
 import uuid
 from collections.abc import Iterator
@@ -11,6 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from cli.stack import free_port
 from localkube.certs import ensure_tls
@@ -80,4 +86,71 @@ def test_a_webhook_port_without_a_certificate_is_refused_at_start() -> None:
     from api.serve import main
     with pytest.raises(SystemExit) as e:
         main(["--insecure", "--webhook-port", "8443"])
+    assert e.value.code == 2
+
+
+def client_certificate(ca_dir: Path, out: Path) -> tuple[str, str]:
+    """A TLS client certificate (clientAuth) signed by the CA `ensure_tls` made in `ca_dir`: (cert, key) paths."""
+    ca_key = serialization.load_pem_private_key((ca_dir / "ca.key").read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca = x509.load_pem_x509_certificate((ca_dir / "ca.crt").read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver-webhook-client")]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "client.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (out / "client.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                       serialization.NoEncryption()))
+    return str(out / "client.crt"), str(out / "client.key")
+
+
+def test_with_a_client_ca_the_webhook_listener_admits_only_clients_with_a_certificate_it_signed(
+        stack: Stack, tmp_path: Path) -> None:
+    tls = ensure_tls(tmp_path / "tls")
+    client_ca = ensure_tls(tmp_path / "client-ca")  # the CA of the kube-apiserver's client certificate
+    signed = client_certificate(tmp_path / "client-ca", tmp_path / "apiserver")
+    ensure_tls(tmp_path / "rogue-ca")
+    rogue = client_certificate(tmp_path / "rogue-ca", tmp_path / "rogue")
+    port, webhook_port = free_port(), free_port()
+    env = {**stack.worker.env, "AGENTRUN_INSECURE": "true", "AGENTRUN_PORT": str(port),
+           "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
+           "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_WEBHOOK_CLIENT_CA_FILE": str(client_ca.ca_cert)}
+    url = f"https://127.0.0.1:{webhook_port}/admission/agentruns"
+    body = _review(f"ns-{uuid.uuid4().hex[:6]}")
+
+    def context(cert: tuple[str, str] | None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=tls.ca_cert)
+        if cert is not None:
+            ctx.load_cert_chain(*cert)
+        return ctx
+
+    with api_process(env, tmp_path / "api.log", {f"http://127.0.0.1:{port}/readyz": True,
+                                                 f"https://127.0.0.1:{webhook_port}/readyz": context(signed)}):
+        answered = httpx.post(url, json=body, timeout=10, verify=context(signed))
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["response"]["uid"] == body["request"]["uid"]  # type: ignore[index]
+        # No certificate, or one another CA signed: the server fails the handshake (under TLS 1.2 the client's
+        # handshake itself fails; under TLS 1.3 the client finishes first and the server then drops the connection),
+        # and nothing is answered.
+        for cert in (None, rogue):
+            tls12 = context(cert)
+            tls12.maximum_version = ssl.TLSVersion.TLSv1_2
+            with socket.create_connection(("127.0.0.1", webhook_port), timeout=10) as raw, \
+                    pytest.raises(ssl.SSLError):
+                tls12.wrap_socket(raw, server_hostname="127.0.0.1")
+            with pytest.raises(httpx.HTTPError):
+                httpx.post(url, json=body, timeout=10, verify=context(cert))
+        # The API's own listener asks no certificate, and still has no admission route.
+        assert httpx.post(f"http://127.0.0.1:{port}/admission/agentruns", json=body, timeout=10).status_code == 404
+
+
+def test_a_client_ca_without_the_webhook_listener_is_refused_at_start(tmp_path: Path) -> None:
+    from api.serve import main
+    with pytest.raises(SystemExit) as e:
+        main(["--insecure", "--webhook-client-ca", str(ensure_tls(tmp_path).ca_cert)])
     assert e.value.code == 2

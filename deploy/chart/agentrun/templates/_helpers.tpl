@@ -65,6 +65,11 @@ value: "0.0.0.0"
 {{- if or $t.tls.enabled $t.tls.serverCA $t.tls.clientCert $t.apiKey.existingSecret $t.tls.serverName -}}true{{- end -}}
 {{- end -}}
 
+{{/* The Secret holding the payload codec's keys: the user's, or the one templates/codec.yaml makes. */}}
+{{- define "agentrun.codecSecret" -}}
+{{- .Values.codec.existingSecret | default (printf "%s-codec-keys" (include "agentrun.fullname" .)) -}}
+{{- end -}}
+
 {{/* Temporal and Kubernetes client settings, the same for the worker, the bridge, the API and the setup Job. */}}
 {{- define "agentrun.commonEnv" -}}
 {{- $t := .Values.temporal -}}
@@ -94,6 +99,10 @@ value: "0.0.0.0"
 - name: AGENTRUN_TEMPORAL__API_KEY_FILE
   value: /etc/agentrun/temporal-api-key/{{ $t.apiKey.key }}
 {{- end }}
+{{- if .Values.codec.enabled }}
+- name: AGENTRUN_TEMPORAL__CODEC_KEYS_FILE
+  value: /etc/agentrun/codec/{{ .Values.codec.key }}
+{{- end }}
 - name: AGENTRUN_KUBE__KUBECONFIG
   value: ""
 - name: AGENTRUN_KUBE__QPS
@@ -106,6 +115,15 @@ value: "0.0.0.0"
 - name: tmp
   emptyDir:
     sizeLimit: 64Mi
+{{- if .Values.codec.enabled }}
+- name: codec-keys
+  secret:
+    secretName: {{ include "agentrun.codecSecret" . }}
+    defaultMode: 0400
+    items:
+      - key: {{ .Values.codec.key }}
+        path: {{ .Values.codec.key }}
+{{- end }}
 {{- if .Values.temporal.tls.existingSecret }}
 - name: temporal-tls
   secret:
@@ -126,6 +144,11 @@ value: "0.0.0.0"
 {{- define "agentrun.commonVolumeMounts" -}}
 - name: tmp
   mountPath: /tmp
+{{- if .Values.codec.enabled }}
+- name: codec-keys
+  mountPath: /etc/agentrun/codec
+  readOnly: true
+{{- end }}
 {{- if .Values.temporal.tls.existingSecret }}
 - name: temporal-tls
   mountPath: /etc/agentrun/temporal-tls
