@@ -4,10 +4,11 @@ The worker, the bridge and the API run as Deployments of the chart in localkube,
 and RBAC; Temporal and NATS stay host processes. A run with hooks and lifecycle RBAC succeeds, a gated run is
 approved through the chart's API Service, a schedule ticks, the chart's admission webhook refuses a run through
 its Service, and localkube's audit log shows every request of the three components made with their own
-ServiceAccounts — never the admin's credential."""
+ServiceAccounts — never the admin's credential. The pods encrypt every payload with the key the chart made."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from models.codec import parse_keys
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,3 +166,25 @@ def test_every_control_plane_request_uses_its_own_service_account(cluster: dict[
                       if e["user"] == f"system:serviceaccount:{SYSTEM}:agentrun-worker" and e["method"] == "POST"}
     assert {"jobs", "roles", "rolebindings", "persistentvolumeclaims"} <= worker_creates
     assert not [e for e in entries if e["userAgent"].startswith("agentrun-") and e["code"] == 403]
+
+
+def test_the_charts_pods_encrypt_payloads_with_the_key_the_chart_made(cluster: dict[str, Any], ns: str) -> None:
+    _apply(cluster, ns, "agent.yaml", "prerun-context.yaml")
+    assert _phase(cluster, ns, "summarize-release") == "Succeeded"
+    secret: Any = client.CoreV1Api(cluster["client"]).read_namespaced_secret("agentrun-codec-keys", SYSTEM)
+    keys = parse_keys(base64.b64decode(secret.data["keys"]).decode())
+    wid = _run(cluster, ns, "summarize-release")["status"]["workflowId"]
+    shown = subprocess.run([str(Path(sys.executable).parent / "temporal"), "workflow", "show", "--workflow-id", wid,
+                            "--output", "json", "--address", cluster["temporal"]],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    started = json.loads(shown.stdout)["events"][0]["workflowExecutionStartedEventAttributes"]
+    [payload] = started["input"]["payloads"]
+    assert base64.b64decode(payload["metadata"]["encoding"]) == b"binary/encrypted"
+    assert base64.b64decode(payload["metadata"]["encryption-key-id"]).decode() == keys.writing
+    assert "summarize-release" not in base64.b64decode(payload["data"]).decode(errors="replace")
+    # The chart's API decodes it for a caller with its token.
+    decoded = httpx.post(cluster["api"] + "/codec/decode", json={"payloads": [payload]}, timeout=30,
+                         headers={"Authorization": f"Bearer {cluster['api_token']}"})
+    assert decoded.status_code == 200, decoded.text
+    assert "summarize-release" in base64.b64decode(decoded.json()["payloads"][0]["data"]).decode()
