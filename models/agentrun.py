@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field
 
 from .base import K8sModel
+from .resources import Resources
 
 PHASES = ("Pending", "Running", "PostRunning", "Succeeded", "Failed", "Skipped")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Skipped"})
@@ -105,7 +106,8 @@ class SandboxSpec(K8sModel):
     enabled: bool = False
     image: str = ""
     runtime_class: str = ""
-    resources: dict[str, Any] = Field(default_factory=dict)
+    # The agent container's requests and limits (models/resources.py): typed, so the CRD keeps the quantities.
+    resources: Resources | None = None
 
 
 class AgentSandboxSpec(K8sModel):

@@ -192,7 +192,8 @@ def _resources(spec: AgentRunSpec, agent: AgentProfile, policy: PolicyRules | No
     """The agent container's resources (the run's `spec.sandbox.resources`, else the Agent's, else the default) and
     the hooks' (the default), under the policy's `maxCPU`/`maxMemory`."""
     run_field, agent_field = "spec.sandbox.resources", "agent spec.agents.default.resources"
-    asked = [(parse_resources(spec.sandbox.resources if spec.sandbox else None, run_field), run_field),
+    own = spec.sandbox.resources if spec.sandbox else None
+    asked = [(parse_resources(own.wire() if own else None, run_field), run_field),
              (parse_resources(agent.resources.wire() if agent.resources else None, agent_field), agent_field)]
     caps = Caps(cpu=policy.max_cpu, memory=policy.max_memory, where=_where(policy)) if policy is not None else None
     return resolve_resources(asked, AGENT_DEFAULT, caps), resolve_resources([], HOOK_DEFAULT, caps)

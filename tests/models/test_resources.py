@@ -79,7 +79,6 @@ def test_an_asked_request_above_its_asked_limit_fails_naming_the_field() -> None
 @pytest.mark.parametrize(("resources", "field"), [
     ({"limits": {"cpu": "lots"}}, "spec.sandbox.resources.limits.cpu"),
     ({"limits": ["1"]}, "spec.sandbox.resources.limits"),
-    ({"maximum": {}}, "spec.sandbox.resources.maximum"),
 ])
 def test_a_malformed_resources_field_fails_naming_it(resources: dict[str, Any], field: str) -> None:
     with pytest.raises(FieldProblem) as e:
