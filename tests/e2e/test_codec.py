@@ -1,6 +1,8 @@
 """The payload codec end to end: a worker, a bridge and an API started with a key file keep a secret literal of a
 hook's env out of the workflow history Temporal stores (not even base64-encoded), the API's codec endpoint gives it
-back to a caller with a token (and 401 to one without), and the encrypted history replays.
+back to a caller with a token (and 401 to one without), the encrypted history replays, and the Temporal UI, started
+with the codec endpoint as `agentrun up` starts it, shows ciphertext to anyone and the payloads to an operator
+signed in at the API's /codec/login (headless Chromium, as tests/e2e/test_dashboard.py).
 
 A stack of its own (localkube, a Temporal dev server, the three processes), so the session's stack stays plain:
 the other end-to-end tests read its histories with the plain converter, and its bridge, which watches every
@@ -17,10 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 from kubernetes import client, config
+from playwright.sync_api import expect, sync_playwright
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -36,6 +40,7 @@ from workflows.agent_run import AgentRunWorkflow
 SECRET = "s3cr3t-XYZ-7f3a9c1e5b2d4f60a8"
 TASK = "summarise the confidential launch plan 8d41c2"
 TOKEN = "t-codec-e2e-0123456789"
+CHROMIUM = Path("/usr/bin/chromium")
 
 
 @dataclass
@@ -59,18 +64,20 @@ def codec_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodecStack
     with running_localkube(d / "kube", job_backoff_seconds=0.2, image_map={
             AGENT_IMAGE: [sys.executable, "-m", "agentrunner"]}) as lk:
         install_crds(lk.kubeconfig)
-        temporal = TemporalDevServer(d / "temporal", headless=True).start()
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        # With its UI, pointed at the API's codec endpoint as `agentrun up` does.
+        temporal = TemporalDevServer(d / "temporal", ui_codec_endpoint=base + "/codec").start()
         env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
                "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(keys), "AGENTRUN_KUBE__KUBECONFIG": str(lk.kubeconfig),
                "AGENTRUN_FALLBACK_POLL_SECONDS": "5", "PYTHONUNBUFFERED": "1"}
         procs = [Proc(name, [sys.executable, "-m", name], env, d / f"{name}.log") for name in ("worker", "bridge")]
         for p in procs:
             p.start()
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
         api = config.new_client_from_config(str(lk.kubeconfig))
         try:
-            with api_process({**env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port)},
+            with api_process({**env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port),
+                              "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([temporal.ui_url])},
                              d / "api.log", {base + "/readyz": True}):
                 wait_for(lambda: "worker polling" in (d / "worker.log").read_text(), timeout=60,
                          what="the worker to poll")
@@ -191,3 +198,40 @@ async def test_the_encrypted_history_replays_with_the_codec(codec_stack: CodecSt
     assert isinstance(converter.payload_codec, EncryptionCodec)
     replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=converter)
     await replayer.replay_workflow(WorkflowHistory.from_json(wid, raw))
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no {CHROMIUM} (deploy/dev.sh installs chromium)")
+def test_the_temporal_ui_shows_ciphertext_to_anyone_and_the_payloads_to_a_signed_in_operator(
+        codec_stack: CodecStack, finished_run: tuple[str, str]) -> None:
+    wid, raw = finished_run
+    ui = codec_stack.temporal.ui_url
+    assert httpx.get(ui + "/api/v1/settings", timeout=10).json()["Codec"]["Endpoint"] == codec_stack.api + "/codec"
+    completed = next(e for e in json.loads(raw)["events"] if "workflowExecutionCompletedEventAttributes" in e)
+    ciphertext = completed["workflowExecutionCompletedEventAttributes"]["result"]["payloads"][0]["data"]
+    page_url = f"{ui}/namespaces/default/workflows/{quote(wid, safe='')}"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            anyone = browser.new_context().new_page()
+            anyone.goto(page_url)
+            # The UI asked the codec, got 401, and shows the result as Temporal stores it.
+            expect(anyone.locator("body")).to_contain_text(ciphertext[:40], timeout=30_000)
+            assert TASK not in anyone.inner_text("body")
+            operator = browser.new_context().new_page()
+            operator.goto(codec_stack.api + "/codec/login")
+            operator.fill("input[name=token]", TOKEN)
+            operator.click("button")
+            expect(operator.locator("body")).to_contain_text("Signed in as operator@example.com")
+            # What the UI's codec server settings store when the operator enters the endpoint, ticks "Include
+            # cross-origin credentials" and prefers the browser's setting.
+            operator.goto(page_url)
+            operator.evaluate("""endpoint => {
+                localStorage.setItem("endpoint", JSON.stringify(endpoint));
+                localStorage.setItem("includeCredentials", "true");
+                localStorage.setItem("overrideRemoteCodecConfiguration", "true");
+            }""", codec_stack.api + "/codec")
+            operator.reload()
+            expect(operator.locator("body")).to_contain_text(f"echo: {TASK}", timeout=30_000)
+            assert ciphertext[:40] not in operator.inner_text("body")
+        finally:
+            browser.close()
