@@ -155,7 +155,8 @@ def _page(message: str, *, status: int = 200) -> HTMLResponse:
         f"<p>{html.escape(message)}</p>"
         f'<form method=post action="{PREFIX}/login"><label>API token <input type=password name=token '
         "autocomplete=off required></label> <button>Sign in</button></form>"
-        "<p>Then, in the Temporal UI's codec server settings, turn on <i>Include cross-origin credentials</i>.</p>",
+        "<p>Then, in the Temporal UI's codec server settings, enter this API's <code>/codec</code> endpoint, turn on "
+        "<i>Include cross-origin credentials</i> and use the browser's setting.</p>",
         status_code=status, headers=LOGIN_HEADERS)
 
 
