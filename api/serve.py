@@ -20,6 +20,8 @@ import uvicorn
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from models.settings import SettingsError
+
 from .main import create_app
 from .settings import ApiSettings
 
@@ -110,5 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error("the admission webhook's listener needs a TLS certificate (--tls-cert/--tls-key): the kube-apiserver "
                 "calls webhooks over HTTPS only")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(_serve(servers(settings, host=args.host or settings.host, port=args.port or settings.port)))
+    try:
+        listeners = servers(settings, host=args.host or settings.host, port=args.port or settings.port)
+    except SettingsError as e:  # e.g. a codec key file it cannot use: the operator's to fix, no traceback
+        raise SystemExit(f"agentrun api: {e}") from e
+    asyncio.run(_serve(listeners))
     return 0

@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 from typing import Any
 
 from kubernetes import client
@@ -43,7 +44,7 @@ from models.names import (
     VERSION,
 )
 from models.resolve import RunRef
-from models.settings import user_agent
+from models.settings import SettingsError, user_agent
 from models.steps import JobFinished, StartRun
 from worker.health import Health
 from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
@@ -361,5 +362,11 @@ async def run(settings: BridgeSettings) -> None:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run(BridgeSettings()))
+    try:
+        asyncio.run(run(BridgeSettings()))
+    except SettingsError as e:
+        # A setting that cannot work (e.g. a bad codec key file) is the operator's to fix: one message, no traceback.
+        log.error("%s", e)
+        print(f"agentrun bridge: {e}", file=sys.stderr)
+        return 1
     return 0

@@ -7,6 +7,8 @@ import asyncio
 import base64
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,19 @@ def test_a_generated_key_file_is_private_and_kept(tmp_path: Path) -> None:
     assert len(keys.keys) == 1 and len(keys.keys[keys.writing]) == 32
     assert ensure_key_file(path).read_text() == first
     assert parse_keys(new_key_line("k2")).writing == "k2"
+
+
+@pytest.mark.parametrize("process", ["worker", "bridge", "api"])
+def test_each_process_refuses_a_bad_key_file_naming_the_line(process: str, tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(f"k1 {_key(1)}\nk2 {base64.b64encode(b'short').decode()}\n")
+    tokens = tmp_path / "tokens"
+    tokens.write_text("t-0123456789 someone\n")
+    env = {**os.environ, "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(keys), "AGENTRUN_TOKEN_FILE": str(tokens),
+           "AGENTRUN_TEMPORAL__ADDRESS": "127.0.0.1:1", "AGENTRUN_KUBE__KUBECONFIG": str(tmp_path / "none")}
+    done = subprocess.run([sys.executable, "-m", process], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"agentrun {process}: AGENTRUN_TEMPORAL__CODEC_KEYS_FILE={keys}, line 2: the key of 'k2' is 5 bytes; "
+        "AES-256 needs 32 (generate one with `agentrun codec new-key`)")
+    assert "Traceback" not in done.stderr
