@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.common.v1 import Payload
+from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
+from temporalio.exceptions import ApplicationError
 
 from models.codec import (
     ENCODING,
@@ -166,3 +168,14 @@ def test_each_process_refuses_a_bad_key_file_naming_the_line(process: str, tmp_p
         f"agentrun {process}: AGENTRUN_TEMPORAL__CODEC_KEYS_FILE={keys}, line 2: the key of 'k2' is 5 bytes; "
         "AES-256 needs 32 (generate one with `agentrun codec new-key`)")
     assert "Traceback" not in done.stderr
+
+
+def test_a_failure_message_is_encrypted_too(tmp_path: Path) -> None:
+    converter = TemporalSettings(codec_keys_file=str(ensure_key_file(tmp_path / "keys"))).data_converter()
+    failure = Failure()
+    error = ApplicationError(f"hook printed {SECRET}", {"env": SECRET}, type="HookFailed", non_retryable=True)
+    asyncio.run(converter.encode_failure(error, failure))
+    assert failure.message == "Encoded failure" and SECRET.encode() not in failure.SerializeToString()
+    back = asyncio.run(converter.decode_failure(failure))
+    assert isinstance(back, ApplicationError) and back.message == f"hook printed {SECRET}"
+    assert back.type == "HookFailed" and list(back.details) == [{"env": SECRET}]
