@@ -1,5 +1,6 @@
 """The admission webhooks for AgentRuns (SPEC §1.5, §4): validating `POST /admission/agentruns` and mutating
-`POST /admission/agentruns/mutate`.
+`POST /admission/agentruns/mutate`; and for Agents, validating `POST /admission/agents` (no escalation through their
+lifecycle RBAC defaults, api/escalation.py).
 
 The kube-apiserver calls it over TLS (deploy/webhook.yaml), so it lives outside `/api/` and takes
 no bearer token. It answers AdmissionReview `admission.k8s.io/v1` with the same evaluation the
@@ -16,6 +17,9 @@ What it refuses, and why only that:
 - An Agent or policy that cannot be read (API error, timeout): refused (fail closed) with a 503
   saying so. Whether the apiserver admits a run when the webhook itself is down is the webhook
   configuration's `failurePolicy`.
+
+A run's `lifecycle.rbac` (or the Agent's defaults it inherits) may grant only what the requesting user holds
+(api/escalation.py): 403 naming the rule and the missing permission.
 
 UPDATEs are evaluated only when `spec` changed: metadata changes (the finalizer the worker adds
 and removes, the gate-verdict annotation) are never evaluated against the spec rules, so a policy tightened
@@ -44,11 +48,20 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from models.base import PolicyViolation
+from models.agent import normalize_agent
+from models.agentrun import RBACRule
+from models.base import FieldProblem, PolicyViolation
 from models.evaluate import Reader, evaluate_run
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.kube import Kube, KubeError, NotFound
-from models.names import ADMISSION_MUTATE_PATH, ADMISSION_VALIDATE_PATH, ANNOTATION_CREATED_BY, GROUP, VERSION
+from models.names import (
+    ADMISSION_AGENTS_PATH,
+    ADMISSION_MUTATE_PATH,
+    ADMISSION_VALIDATE_PATH,
+    ANNOTATION_CREATED_BY,
+    GROUP,
+    VERSION,
+)
 from models.policy import Refusal
 from models.resolve import approval_tools
 
@@ -402,6 +415,64 @@ async def admit_agentrun(request: Request, state: StateDep) -> dict[str, Any]:
     """Validate an AgentRun CREATE or UPDATE: its Agent's SympoziumPolicy, and who may give its verdict."""
     review = parse_review(await request.body())
     return _answer(await decide(state, review.request))
+
+
+# -- the Agents' webhook --------------------------------------------------------------------------------------------
+
+AGENT_KINDS = ("agents", "sympoziuminstances")
+AGENT_RBAC_FIELD = "spec.agents.default.lifecycle.rbac"
+
+
+def _agent_rbac(obj: dict[str, Any] | None) -> list[RBACRule]:
+    """The lifecycle RBAC an Agent (either kind, either shape) hands the runs that inherit it; none if malformed (its
+    runs then fail at start, and the update that fixes it is checked)."""
+    if obj is None:
+        return []
+    try:
+        lifecycle = normalize_agent(obj).lifecycle
+    except FieldProblem:
+        return []
+    return list(lifecycle.rbac) if lifecycle else []
+
+
+async def decide_agent(state: State, req: AdmissionRequest) -> AdmissionResponse:
+    """An Agent's lifecycle defaults are granted to the hooks of every run that inherits them, so whoever creates or
+    changes them must hold every permission they grant (api/escalation.py); anything else about Agents is admitted."""
+    if req.resource.group != GROUP or req.resource.resource not in AGENT_KINDS:
+        raise _bad(f"this webhook admits {GROUP} {' and '.join(AGENT_KINDS)}, not {req.resource.group or 'core'} "
+                   f"{req.resource.resource!r}")
+    if req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
+        return _allow(req.uid)
+    if req.obj is None:
+        raise _bad(f"request.object is required for {req.operation}")
+    meta = _metadata(req.obj, "request.object")
+    ns = req.namespace or meta.namespace
+    if not ns:
+        raise _bad("request.namespace is required: Agents are namespaced")
+    rules = _agent_rbac(req.obj)
+    if not rules or (req.operation == "UPDATE" and rules == _agent_rbac(req.old_object)):
+        return _allow(req.uid)
+    who = f"{req.resource.resource} {ns}/{req.name or meta.name}"
+    try:
+        async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
+            refusal = await escalation(state.kube, req.user_info.requester(), ns,
+                                       [(f"{AGENT_RBAC_FIELD}[{i}]", r) for i, r in enumerate(rules)])
+    except (TimeoutError, Unreviewable) as e:
+        why = str(e) or f"the access reviews took over {EVALUATE_TIMEOUT_SECONDS:g}s"
+        log.warning("refused %s: cannot review its lifecycle RBAC: %s", who, why)
+        return _refuse(req.uid, 503, "ServiceUnavailable", f"cannot check the Agent's {AGENT_RBAC_FIELD} against "
+                       f"what {req.user_info.username} may do, so it is refused: {why}")
+    if refusal is not None:
+        log.info("refused %s from %s: %s", who, req.user_info.username, refusal.message)
+        return _refuse(req.uid, 403, "Forbidden", refusal.message)
+    return _allow(req.uid)
+
+
+@router.post(ADMISSION_AGENTS_PATH, responses={400: {"description": "not an AdmissionReview v1 for agents"}})
+async def admit_agent(request: Request, state: StateDep) -> dict[str, Any]:
+    """Validate an Agent CREATE or UPDATE: its lifecycle RBAC defaults may grant only what the writer holds."""
+    review = parse_review(await request.body())
+    return _answer(await decide_agent(state, review.request))
 
 
 @router.post(ADMISSION_MUTATE_PATH, responses={400: {"description": "not an AdmissionReview v1 for agentruns"}})

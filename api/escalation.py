@@ -13,9 +13,10 @@ The rules checked are exactly those the run will get: its own `spec.lifecycle.rb
 `lifecycle`, its Agent's defaults. Whoever sends the request is who is checked: a run created through the HTTP API
 is checked as the API's own ServiceAccount (it cannot be checked as the token's identity, which is no Kubernetes
 user), so the API can never have runs mint more than it holds. A schedule's tick is created by the worker and is
-checked as the worker. What this does not cover: an Agent's lifecycle defaults changed after its runs were
-admitted (nothing watches Agents), and any cluster without the webhook; there `lifecyclePolicy` at workflow start,
-and the worker's own rights, are all that bound the rules.
+checked as the worker. An Agent's lifecycle defaults are checked the same way against whoever writes them (the
+Agents' own webhook, `/admission/agents`), so what a run inherits was put there by someone who holds it. A cluster
+without the webhooks has none of this: `lifecyclePolicy` at workflow start, and the worker's own rights, are all
+that bound the rules.
 """
 
 from __future__ import annotations

@@ -15,7 +15,14 @@ from typing import Any
 from kubernetes import client
 
 from models.kube import Conflict, typed_errors
-from models.names import ADMISSION_MUTATE_PATH, ADMISSION_VALIDATE_PATH, GROUP, VERSION, WEBHOOK_CONFIGURATION
+from models.names import (
+    ADMISSION_AGENTS_PATH,
+    ADMISSION_MUTATE_PATH,
+    ADMISSION_VALIDATE_PATH,
+    GROUP,
+    VERSION,
+    WEBHOOK_CONFIGURATION,
+)
 
 # The verdict stamp's webhook is called only for writes that change the verdict annotations (on servers that
 # evaluate matchConditions; localkube calls it for every update and the webhook decides).
@@ -27,12 +34,13 @@ VERDICT_CHANGES = (
 
 
 def _hook(name: str, url: str, ca_pem: str, operations: list[str], failure_policy: str,
-          namespace_selector: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
+          namespace_selector: dict[str, Any] | None, resources: tuple[str, ...] = ("agentruns",),
+          **extra: Any) -> dict[str, Any]:
     hook: dict[str, Any] = {
         "name": name, "admissionReviewVersions": ["v1"], "timeoutSeconds": 10, "failurePolicy": failure_policy,
         "matchPolicy": "Equivalent",
         "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem.encode()).decode()},
-        "rules": [{"apiGroups": [GROUP], "apiVersions": [VERSION], "resources": ["agentruns"],
+        "rules": [{"apiGroups": [GROUP], "apiVersions": [VERSION], "resources": list(resources),
                    "operations": operations, "scope": "Namespaced"}], **extra}
     if namespace_selector is not None:
         hook["namespaceSelector"] = namespace_selector
@@ -43,7 +51,8 @@ def configurations(base_url: str, ca_pem: str, *, name: str = WEBHOOK_CONFIGURAT
                    namespace_selector: dict[str, Any] | None = None,
                    failure_policy: str = "Ignore", verdict_failure_policy: str = "Fail") -> list[dict[str, Any]]:
     """The ValidatingWebhookConfiguration and the MutatingWebhookConfiguration for the API at `base_url` (HTTPS,
-    its certificate signed by `ca_pem`), with the chart's failure policies by default."""
+    its certificate signed by `ca_pem`), with the chart's failure policies by default; and the Agents' validating
+    configuration (`<name>-agents`: their lifecycle RBAC defaults)."""
     meta = {"name": name, "labels": {"app.kubernetes.io/part-of": "agentrun"}}
     validate, mutate = base_url + ADMISSION_VALIDATE_PATH, base_url + ADMISSION_MUTATE_PATH
     return [
@@ -58,6 +67,11 @@ def configurations(base_url: str, ca_pem: str, *, name: str = WEBHOOK_CONFIGURAT
                    sideEffects="None", reinvocationPolicy="Never",
                    matchConditions=[{"name": "verdict-annotations-change", "expression": VERDICT_CHANGES}]),
          ]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {**meta, "name": f"{name}-agents"},
+         "webhooks": [_hook("agents.escalation.agentrun.dev", base_url + ADMISSION_AGENTS_PATH, ca_pem,
+                            ["CREATE", "UPDATE"], failure_policy, namespace_selector,
+                            resources=("agents", "sympoziuminstances"), sideEffects="None")]},
     ]
 
 

@@ -49,6 +49,9 @@ REASON_VERDICT_REFUSED = "VerdictRefused"
 ADMISSION_VALIDATE_PATH = "/admission/agentruns"
 ADMISSION_MUTATE_PATH = "/admission/agentruns/mutate"
 WEBHOOK_CONFIGURATION = "agentrun-agentruns"
+# The validating webhook for Agents (and SympoziumInstances): their lifecycle defaults grant their runs' hooks RBAC,
+# so whoever sets them must hold it (api/escalation.py); registered as a configuration of its own, `<name>-agents`.
+ADMISSION_AGENTS_PATH = "/admission/agents"
 
 # The run's finalizer: the worker removes it once the run's objects are cleaned up.
 RUN_FINALIZER = "agentrun.dev/cleanup"

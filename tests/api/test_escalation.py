@@ -122,3 +122,45 @@ async def test_reviews_that_cannot_be_made_refuse_the_run_saying_so(webhook: htt
     assert resp["allowed"] is False and resp["status"]["code"] == 503, resp
     assert "cannot check the run's lifecycle.rbac against what reader may do" in resp["status"]["message"]
     assert (await admit(webhook, asking(ns, rule("secrets", "get"))))["allowed"] is True
+
+
+def agent_review(ns: str, rbac: list[dict[str, Any]], *, user: str = "reader", op: str = "CREATE",
+                 old_rbac: list[dict[str, Any]] | None = None, kind: str = "Agent",
+                 resource: str = "agents") -> dict[str, Any]:
+    def obj(rules: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": f"{G}/{V}", "kind": kind, "metadata": {"name": "a1", "namespace": ns},
+                "spec": {"agents": {"default": {"lifecycle": {"rbac": rules}}}}}
+    body = review(ns, obj(rbac), op=op, old=obj(old_rbac) if old_rbac is not None else None)
+    body["request"]["resource"] = {"group": G, "version": V, "resource": resource}
+    body["request"]["kind"] = {"group": G, "version": V, "kind": kind}
+    body["request"]["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
+    return body
+
+
+async def admit_agent(webhook: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+    r = await webhook.post("/admission/agents", json=body)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()["response"]
+    assert out["uid"] == body["request"]["uid"]
+    return out
+
+
+async def test_an_agents_lifecycle_defaults_may_grant_only_what_their_writer_holds(
+        webhook: httpx.AsyncClient, ns: str) -> None:
+    assert (await admit_agent(webhook, agent_review(ns, [rule("secrets", "get")])))["allowed"] is True
+    message = refusal(await admit_agent(webhook, agent_review(ns, [rule("secrets", "get"), rule("secrets", "list")])))
+    assert message.startswith('spec.agents.default.lifecycle.rbac[1]: "reader" may not grant list secrets'), message
+    legacy = agent_review(ns, [rule("pods", "delete")], kind="SympoziumInstance", resource="sympoziuminstances")
+    assert "may not grant delete pods" in refusal(await admit_agent(webhook, legacy))
+    # Adding a rule is checked on update; an update that leaves the rules as they were is not (anyone allowed to
+    # edit the Agent may change its model without holding what its owner delegated).
+    added = agent_review(ns, [rule("secrets", "get", "delete")], op="UPDATE", old_rbac=[rule("secrets", "get")])
+    assert "may not grant delete secrets" in refusal(await admit_agent(webhook, added))
+    same = agent_review(ns, [rule("secrets", "*")], user="nobody", op="UPDATE", old_rbac=[rule("secrets", "*")])
+    assert (await admit_agent(webhook, same))["allowed"] is True
+
+
+async def test_the_agents_webhook_admits_only_agent_kinds(webhook: httpx.AsyncClient, ns: str) -> None:
+    body = agent_review(ns, [], resource="agentruns")
+    r = await webhook.post("/admission/agents", json=body)
+    assert r.status_code == 400 and "not sympozium.ai 'agentruns'" in r.json()["detail"], r.text

@@ -372,3 +372,19 @@ def test_the_api_may_delegate_only_its_delegable_rules_and_can_require_the_apise
     mounts = {m["name"]: m["mountPath"] for m in api["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
     assert mounts["webhook-client-ca"] == "/etc/agentrun/webhook-client-ca"
     assert "AGENTRUN_WEBHOOK_CLIENT_CA_FILE" not in component_env(rendered(chart, {}), "api")
+
+
+def test_the_agents_webhook_is_registered_for_agent_kinds_beside_the_runs_webhooks(chart: helm.Chart) -> None:
+    docs = rendered(chart, {"watchNamespaces": ["team-a"]})
+    config = next(c for c in of(docs, "ValidatingWebhookConfiguration")
+                  if c["metadata"]["name"] == "agentrun-agentruns-agents")
+    secret = next(s for s in of(docs, "Secret") if s["metadata"]["name"] == "agentrun-webhook-tls")
+    [hook] = config["webhooks"]
+    assert hook["name"] == "agents.escalation.agentrun.dev" and hook["failurePolicy"] == "Ignore"
+    assert hook["clientConfig"]["service"] == {"name": "agentrun-api", "namespace": NS, "port": 443,
+                                              "path": "/admission/agents"}
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    assert hook["rules"] == [{"apiGroups": ["sympozium.ai"], "apiVersions": ["v1alpha1"],
+                              "resources": ["agents", "sympoziuminstances"], "operations": ["CREATE", "UPDATE"],
+                              "scope": "Namespaced"}]
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a"]

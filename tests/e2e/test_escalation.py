@@ -88,3 +88,19 @@ def test_a_run_inheriting_the_agents_lifecycle_rbac_is_checked_for_it(stack: Sta
     token = account(stack, ns, "runner", CREATE_RUNS)
     message = refused(lambda: create_as(stack, token, ns, agent_run("inherits")))
     assert 'spec.lifecycle.rbac[0] (inherited from Agent "helper" spec.agents.default.lifecycle.rbac[0])' in message
+
+
+def test_an_agents_lifecycle_defaults_may_grant_only_what_their_writer_holds(stack: Stack, protected: str) -> None:
+    ns = protected
+    token = account(stack, ns, "author", [{"apiGroups": [G], "resources": ["agents"], "verbs": ["create"]},
+                                          *GET_SECRETS])
+
+    def create(name: str, *verbs: str) -> None:
+        body = agent(name, lifecycle={"rbac": [{"apiGroups": [""], "resources": ["secrets"], "verbs": list(verbs)}]})
+        with client_as(stack.kube, token=token) as api:
+            client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, ns, "agents", body)
+
+    create("reads", "get")
+    message = refused(lambda: create("lists", "get", "list"))
+    assert f'spec.agents.default.lifecycle.rbac[0]: "system:serviceaccount:{ns}:author" may not grant list ' \
+           "secrets" in message, message
