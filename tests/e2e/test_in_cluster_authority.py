@@ -1,7 +1,7 @@
 """The chart's webhook pair in `agentrun up --in-cluster`: the API's pod stamps creators and verdict writers, refuses
 a verdict from someone allowed to patch runs but not named by the policy (and records it as an Event with its own
 ServiceAccount's rights), and the bridge's pod — allowed to read exactly the chart's MutatingWebhookConfiguration —
-makes the stamped approver `decidedBy`."""
+makes the stamped approver `decidedBy`. The same pod refuses lifecycle RBAC its writer does not hold."""
 
 from __future__ import annotations
 
@@ -77,3 +77,39 @@ def test_the_charts_webhooks_decide_who_may_give_an_annotation_verdict(cluster: 
     assert _phase(cluster, ns, "held") == "Succeeded"
     gate = _run(cluster, ns, "held")["status"]["gate"]
     assert (gate["state"], gate["decidedBy"]) == ("approved", approver), gate
+
+
+def test_the_charts_webhooks_refuse_lifecycle_rbac_the_writer_does_not_hold(cluster: dict[str, Any],  # noqa: F811
+                                                                            ns: str) -> None:  # noqa: F811
+    """The API's pod reviews, with its own ServiceAccount's right to create LocalSubjectAccessReviews, what a
+    ServiceAccount allowed only to patch runs could not grant: lifecycle RBAC on secrets, in a run or an Agent."""
+    token = _token_for(cluster["client"], ns, "mallory")
+    api = config.new_client_from_config(cluster["kubeconfig"])
+    api.configuration.refresh_api_key_hook = None
+    api.configuration.api_key_prefix = {}
+    api.configuration.api_key = {"BearerToken": f"Bearer {token}"}
+    secrets = {"rbac": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}
+    who = f"system:serviceaccount:{ns}:mallory"
+    try:
+        # Mallory may create runs and Agents, so only the webhook can refuse these.
+        client.RbacAuthorizationV1Api(cluster["client"]).create_namespaced_role(ns, {  # type: ignore[arg-type]
+            "metadata": {"name": "mallory-create"},
+            "rules": [{"apiGroups": [G], "resources": ["agentruns", "agents"], "verbs": ["create"]}]})
+        client.RbacAuthorizationV1Api(cluster["client"]).create_namespaced_role_binding(ns, {  # type: ignore[arg-type]
+            "metadata": {"name": "mallory-create"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "mallory-create"},
+            "subjects": [{"kind": "ServiceAccount", "name": "mallory", "namespace": ns}]})
+        for plural, body, field in (
+                ("agentruns", {"apiVersion": f"{G}/{V}", "kind": "AgentRun", "metadata": {"name": "grab"},
+                               "spec": {"agentRef": "helper", "task": "t", "lifecycle": secrets}},
+                 "spec.lifecycle.rbac[0]"),
+                ("agents", {"apiVersion": f"{G}/{V}", "kind": "Agent", "metadata": {"name": "lender"},
+                            "spec": {"agents": {"default": {"lifecycle": secrets}}}},
+                 "spec.agents.default.lifecycle.rbac[0]")):
+            with pytest.raises(ApiException) as refused:
+                client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, ns, plural, body)
+            assert refused.value.status == 403, refused.value.body
+            message = json.loads(str(refused.value.body))["message"]
+            assert f'{field}: "{who}" may not grant get secrets' in message, message
+    finally:
+        api.close()
