@@ -111,21 +111,21 @@ def _json(payloads: list[Payload]) -> dict[str, Any]:
                           "data": base64.b64encode(p.data).decode()} for p in payloads]}
 
 
-class PayloadsBody:
-    """The protocol's body, for the OpenAPI document (parsed by hand: protobuf JSON, base64 bytes)."""
+# The protocol's body both ways, for the OpenAPI document (parsed by hand above: strict base64).
+PAYLOADS_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"payloads": {"type": "array", "items": {
+    "type": "object", "properties": {"metadata": {"type": "object", "additionalProperties": {
+        "type": "string", "format": "byte"}}, "data": {"type": "string", "format": "byte"}}}}}}
+PAYLOADS_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": PAYLOADS_SCHEMA}}}}
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/json": {"schema": PAYLOADS_SCHEMA}}},
+    400: {"description": "not a payloads body, or a payload that cannot be decrypted (the message names the key ID, "
+                         "or says that it was altered)"},
+    401: {"description": "missing or invalid token"},
+    413: {"description": "body over 64 MiB"}}
 
-    schema: dict[str, Any] = {"type": "object", "properties": {"payloads": {"type": "array", "items": {
-        "type": "object", "properties": {"metadata": {"type": "object", "additionalProperties": {
-            "type": "string", "format": "byte"}}, "data": {"type": "string", "format": "byte"}}}}}}
-    openapi: dict[str, Any] = {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
-    responses: dict[int | str, dict[str, Any]] = {
-        200: {"content": {"application/json": {"schema": schema}}},
-        400: {"description": "not a payloads body, or a payload that cannot be decrypted (the message says which "
-                             "key ID, or that it was altered)"},
-        401: {"description": "missing or invalid token"}}
 
-
-@router.post("/encode", openapi_extra=PayloadsBody.openapi, responses=PayloadsBody.responses)
+@router.post("/encode", openapi_extra=PAYLOADS_BODY, responses=RESPONSES)
 async def encode(request: Request, who: CodecCaller, codec: CodecDep) -> JSONResponse:
     """Encrypt with the writing key (without keys configured the payloads come back as they are, as Temporal
     would store them)."""
@@ -133,7 +133,7 @@ async def encode(request: Request, who: CodecCaller, codec: CodecDep) -> JSONRes
     return JSONResponse(_json(await codec.encode(payloads) if codec is not None else payloads))
 
 
-@router.post("/decode", openapi_extra=PayloadsBody.openapi, responses=PayloadsBody.responses)
+@router.post("/decode", openapi_extra=PAYLOADS_BODY, responses=RESPONSES)
 async def decode(request: Request, who: CodecCaller, codec: CodecDep) -> JSONResponse:
     """Decrypt with the key each payload names; unencrypted payloads come back as they are."""
     payloads = await _payloads(request)
