@@ -33,7 +33,7 @@ from cli.up import install_crds
 from localkube.testing import running_localkube
 from models.codec import EncryptionCodec, ensure_key_file
 from models.settings import TemporalSettings
-from tests.e2e.conftest import AGENT_IMAGE, Proc, agent, agent_run, api_process, hook
+from tests.e2e.conftest import AGENT_IMAGE, Proc, agent, agent_run, api_process, condition, hook
 from tests.waiting import wait_for
 from workflows.agent_run import AgentRunWorkflow
 
@@ -149,6 +149,8 @@ def finished_run(codec_stack: CodecStack) -> tuple[str, str]:
 
     run = wait_for(finished, timeout=120, what="the run to finish")
     assert run["status"]["phase"] == "Succeeded", run["status"]
+    # A failed postRun hook leaves the phase alone: the hook's check passed only if there is no PostRunFailed.
+    assert condition(run, "PostRunFailed") is None, run["status"]
     wid = run["status"]["workflowId"]
     return wid, _temporal(codec_stack, "workflow", "show", "--workflow-id", wid, "--output", "json")
 
