@@ -10,6 +10,11 @@ key is rotated by adding the new one on top and removing the old one only once n
 
 Payloads without the encrypted encoding pass through `decode` unchanged: histories recorded before the codec (or
 written by a process without keys) still replay and read.
+
+Being able to encrypt is also what tells our processes from anyone else who can write to Temporal: the processes
+decode with `SealMarkingCodec`, which marks each payload that arrived encrypted, and `SealAwarePayloadConverter`
+tells a gate verdict whether it was (`Verdict.sealed`), so the workflow records a verdict that claims to come from
+our API or bridge but arrived plain as what it is: sent straight to Temporal (models/gate.py `marked`).
 """
 
 from __future__ import annotations
@@ -27,13 +32,18 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import PayloadCodec
+
+from .gate import Verdict
 
 ENCODING = b"binary/encrypted"
 METADATA_ENCODING = "encoding"
 METADATA_KEY_ID = "encryption-key-id"
 KEY_BYTES = 32
 NONCE_BYTES = 12
+# On a decoded payload, inside our processes only: it arrived encrypted with one of the codec keys.
+METADATA_SEALED = "agentrun-sealed"
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
@@ -154,3 +164,31 @@ class EncryptionCodec(PayloadCodec):
         out = Payload()
         out.ParseFromString(plain)
         return out
+
+
+class SealMarkingCodec(EncryptionCodec):
+    """The processes' codec: as `EncryptionCodec`, and each payload it decrypts is marked `agentrun-sealed` (a mark
+    that a plain payload cannot bring along: it is removed from those). The codec server does not mark."""
+
+    def decrypt(self, payload: Payload) -> Payload:
+        if payload.metadata.get(METADATA_ENCODING) != ENCODING:
+            if METADATA_SEALED not in payload.metadata:
+                return payload
+            out = Payload()
+            out.CopyFrom(payload)
+            del out.metadata[METADATA_SEALED]
+            return out
+        out = super().decrypt(payload)
+        out.metadata[METADATA_SEALED] = b"1"
+        return out
+
+
+class SealAwarePayloadConverter(PydanticPayloadConverter):
+    """Pydantic payloads; a gate verdict learns whether it arrived sealed (used with `SealMarkingCodec`)."""
+
+    def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[object]:
+        values = super().from_payloads(payloads, type_hints)
+        for payload, value in zip(payloads, values, strict=True):
+            if isinstance(value, Verdict):
+                value.sealed = payload.metadata.get(METADATA_SEALED) == b"1"
+        return values

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 VERDICT_ANNOTATION = "sympozium.ai/gate-verdict"
 # Who wrote the verdict annotation, stamped by the admission webhook (which refuses it from anyone else).
@@ -44,6 +44,10 @@ class Verdict(BaseModel):
     source: Literal["api", "annotation", "temporal"] = "temporal"
     # An annotation verdict: the run's resourceVersion in which the bridge saw it (older than the gate: refused).
     resource_version: str | None = None
+    # Set by the worker's payload converter, never sent: whether the verdict arrived encrypted with the
+    # installation's codec key (sent by our API or bridge), or plain (anyone with Temporal access) while a key is
+    # set; None where no key is set (nothing can tell). See models/codec.py `SealMarkingCodec`.
+    sealed: bool | None = Field(default=None, exclude=True)
 
 
 class GateView(BaseModel):
@@ -77,8 +81,14 @@ def parse_annotation(text: str | None) -> Verdict | None:
 
 def marked(verdict: Verdict) -> Verdict:
     """A verdict sent straight to Temporal (its UI or CLI, not our API or bridge) names whoever it claims to be;
-    it is recorded as such: `temporal:<claim>`, `temporal:unknown` without one."""
-    if verdict.source != "temporal" or verdict.decided_by.startswith("temporal:"):
+    it is recorded as such: `temporal:<claim>`, `temporal:unknown` without one.
+
+    So is one that claims to come from our API or bridge (`source` api or annotation) but arrived unencrypted
+    while the installation has a codec key (`sealed` False): only our processes hold the key, so it was sent
+    straight to Temporal by whoever can write there, and the identity it names is a claim. Its `source` stays
+    as sent (the gate's rules for annotation verdicts read it)."""
+    forged = verdict.sealed is False and verdict.source != "temporal"
+    if (verdict.source != "temporal" and not forged) or verdict.decided_by.startswith("temporal:"):
         return verdict
     claim = verdict.decided_by if verdict.decided_by not in ("", "temporal") else "unknown"
     return verdict.model_copy(update={"decided_by": f"temporal:{claim}"})

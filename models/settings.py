@@ -119,10 +119,15 @@ class TemporalSettings(BaseModel):
         from temporalio.contrib.pydantic import pydantic_data_converter
         from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
+        from .codec import SealAwarePayloadConverter, SealMarkingCodec
+
         codec = self.codec()
         if codec is None:
             return pydantic_data_converter
-        return dataclasses.replace(pydantic_data_converter, payload_codec=codec,
+        # Decoding also marks what arrived encrypted, so a gate verdict can tell our API and bridge (which hold the
+        # key) from anyone else who can write to Temporal (models/gate.py `marked`).
+        return dataclasses.replace(pydantic_data_converter, payload_codec=SealMarkingCodec(codec.keys),
+                                   payload_converter_class=SealAwarePayloadConverter,
                                    failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
 
     async def connect(self, *, lazy: bool = False) -> Client:

@@ -25,13 +25,15 @@ import httpx
 import pytest
 from kubernetes import client, config
 from playwright.sync_api import expect, sync_playwright
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from cli.stack import VENV_BIN, TemporalDevServer, free_port
 from cli.up import install_crds
 from localkube.testing import running_localkube
 from models.codec import EncryptionCodec, ensure_key_file
+from models.gate import Verdict
 from models.settings import TemporalSettings
 from tests.e2e.conftest import AGENT_IMAGE, Proc, agent, agent_run, api_process, condition, hook
 from tests.waiting import wait_for
@@ -40,6 +42,7 @@ from workflows.agent_run import AgentRunWorkflow
 SECRET = "s3cr3t-XYZ-7f3a9c1e5b2d4f60a8"
 TASK = "summarise the confidential launch plan 8d41c2"
 TOKEN = "t-codec-e2e-0123456789"
+OPERATOR = "operator@example.com"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -60,7 +63,7 @@ def codec_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodecStack
     d = tmp_path_factory.mktemp("codec")
     keys = ensure_key_file(d / "codec-keys")
     tokens = d / "tokens"
-    tokens.write_text(f"{TOKEN} operator@example.com\n")
+    tokens.write_text(f"{TOKEN} {OPERATOR}\n")
     with running_localkube(d / "kube", job_backoff_seconds=0.2, image_map={
             AGENT_IMAGE: [sys.executable, "-m", "agentrunner"]}) as lk:
         install_crds(lk.kubeconfig)
@@ -237,3 +240,43 @@ def test_the_temporal_ui_shows_ciphertext_to_anyone_and_the_payloads_to_a_signed
             assert ciphertext[:40] not in operator.inner_text("body")
         finally:
             browser.close()
+
+
+async def test_a_verdict_that_claims_our_api_but_arrives_unencrypted_is_recorded_as_sent_to_temporal(
+        codec_stack: CodecStack) -> None:
+    """Only the processes hold the key: a verdict that names an API identity but was sent straight to Temporal
+    (plain, by anyone who can write there) is recorded as a Temporal claim; the API's own is its token's identity."""
+    ns = "codec-gate"
+    client.CoreV1Api(codec_stack.kube).create_namespace({"metadata": {"name": ns}})  # type: ignore[arg-type]
+    codec_stack.custom.create_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "agents", agent())
+    gate = {"name": "gate", "image": "busybox:1.36", "gate": True, "command": ["sh", "-c", "true"]}
+    for name in ("forged", "genuine"):
+        codec_stack.custom.create_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "agentruns", agent_run(
+            name, lifecycle={"postRun": [gate], "gateTimeout": "10m"}))
+
+    def waiting(name: str) -> dict[str, Any] | None:
+        run: dict[str, Any] = codec_stack.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+            "sympozium.ai", "v1alpha1", ns, "agentruns", name)
+        return run if ((run.get("status") or {}).get("gate") or {}).get("state") == "pending" else None
+
+    def decided(name: str) -> dict[str, Any]:
+        def done() -> dict[str, Any] | None:
+            run: dict[str, Any] = codec_stack.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+                "sympozium.ai", "v1alpha1", ns, "agentruns", name)
+            return run["status"] if (run.get("status") or {}).get("phase") == "Succeeded" else None
+        return wait_for(done, timeout=60, what=f"run {name} to finish")
+
+    forged = wait_for(lambda: waiting("forged"), timeout=90, what="the gate of run forged to wait")
+    plain = await Client.connect(codec_stack.temporal.address, data_converter=pydantic_data_converter)
+    await plain.get_workflow_handle(forged["status"]["workflowId"]).signal(
+        AgentRunWorkflow.verdict, Verdict(action="approve", decided_by=OPERATOR, source="api"))
+    st = decided("forged")
+    assert st["gateVerdict"] == "approved" and st["gate"]["decidedBy"] == f"temporal:{OPERATOR}", st["gate"]
+
+    wait_for(lambda: waiting("genuine"), timeout=90, what="the gate of run genuine to wait")
+    async with httpx.AsyncClient(timeout=30) as http:
+        r = await http.post(f"{codec_stack.api}/api/v1/runs/genuine/gate-verdict", params={"namespace": ns},
+                            json={"action": "approve"}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 200, r.text
+    st = decided("genuine")
+    assert st["gateVerdict"] == "approved" and st["gate"]["decidedBy"] == OPERATOR, st["gate"]

@@ -21,14 +21,17 @@ from temporalio.exceptions import ApplicationError
 from models.codec import (
     ENCODING,
     METADATA_KEY_ID,
+    METADATA_SEALED,
     CodecError,
     EncryptionCodec,
     KeyFileError,
+    SealMarkingCodec,
     ensure_key_file,
     load_keys,
     new_key_line,
     parse_keys,
 )
+from models.gate import Verdict
 from models.settings import SettingsError, TemporalSettings
 
 SECRET = "s3cr3t-XYZ-0123456789"
@@ -179,3 +182,29 @@ def test_a_failure_message_is_encrypted_too(tmp_path: Path) -> None:
     back = asyncio.run(converter.decode_failure(failure))
     assert isinstance(back, ApplicationError) and back.message == f"hook printed {SECRET}"
     assert back.type == "HookFailed" and list(back.details) == [{"env": SECRET}]
+
+
+def test_the_processes_codec_marks_what_arrived_encrypted_and_a_plain_payload_cannot_bring_the_mark() -> None:
+    keys = parse_keys(f"k {_key(1)}\n", source="test keys")
+    sealed = asyncio.run(EncryptionCodec(keys).encode([_payload("from our API")]))[0]
+    forged = _payload("from anyone")
+    forged.metadata[METADATA_SEALED] = b"1"
+    got = asyncio.run(SealMarkingCodec(keys).decode([sealed, forged, _payload("plain")]))
+    assert [p.metadata.get(METADATA_SEALED) for p in got] == [b"1", None, None]
+    assert [pydantic_data_converter.payload_converter.from_payload(p, str) for p in got] == [
+        "from our API", "from anyone", "plain"]
+    assert asyncio.run(EncryptionCodec(keys).decode([sealed]))[0].metadata.get(METADATA_SEALED) is None, \
+        "the codec server shows payloads as they were"
+
+
+def test_a_verdict_learns_whether_it_arrived_sealed(tmp_path: Path) -> None:
+    converter = TemporalSettings(codec_keys_file=str(ensure_key_file(tmp_path / "keys"))).data_converter()
+    verdict = Verdict(action="approve", decided_by="alice", source="api")
+    ours = asyncio.run(converter.encode([verdict]))
+    plain = pydantic_data_converter.payload_converter.to_payloads([verdict])
+    plain[0].metadata[METADATA_SEALED] = b"1"  # a mark sent along is no seal
+    assert [v.sealed for v in asyncio.run(converter.decode(ours + plain, [Verdict, Verdict]))] == [True, False]
+    assert asyncio.run(converter.decode(ours, [Verdict]))[0] == verdict.model_copy(update={"sealed": True})
+    assert asyncio.run(converter.decode(asyncio.run(converter.encode(["text"])), [str])) == ["text"]
+    assert pydantic_data_converter.payload_converter.from_payloads(plain, [Verdict])[0].sealed is None, \
+        "without a key nothing can tell"

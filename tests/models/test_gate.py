@@ -61,3 +61,19 @@ def test_a_retry_annotation_is_a_verdict() -> None:
     v = parse_annotation('{"action": "retry", "response": "include KIWI", "reason": "no fruit"}')
     assert v is not None and (v.action, v.response, v.reason, v.source) == ("retry", "include KIWI", "no fruit",
                                                                             "annotation")
+
+
+@pytest.mark.parametrize(("sealed", "by"), [(True, "alice@example.com"), (None, "alice@example.com"),
+                                            (False, "temporal:alice@example.com")])
+@pytest.mark.parametrize("source", ["api", "annotation"])
+def test_a_verdict_claiming_our_api_or_bridge_counts_only_if_it_arrived_sealed(sealed: bool | None, by: str,
+                                                                                source: str) -> None:
+    # sealed: encrypted with the installation's key (True), plain while a key is set (False), no key set (None).
+    v = Verdict(action="approve", decided_by="alice@example.com", source=source, sealed=sealed)
+    got = marked(v)
+    assert got.decided_by == by and got.source == source, "the source stays: the gate's rules read it"
+
+
+def test_the_seal_is_never_sent() -> None:
+    v = Verdict(action="approve", decided_by="alice", source="api", sealed=True)
+    assert "sealed" not in v.model_dump() and "sealed" not in v.model_dump_json()
