@@ -1,10 +1,10 @@
 """A worker's shared view of the runs' Jobs and pods, and of the Agents and policies runs resolve
 against: one list + watch per kind and namespace.
 
-In the manner of client-go's informers: each stream lists (replacing what it held), then watches
-from the list's resourceVersion, goes on from the last event's (or bookmark's) version when a watch
-ends, and lists again after 410 Gone or any failure. The AgentRun steps answer their looks at a Job
-from here (is it finished, which hook runs, which pod), so a run waiting on a Job costs no request
+In the manner of client-go's informers (the loop is models/listwatch.py): each stream lists
+(replacing what it held), then watches from the list's resourceVersion, goes on from the last
+event's (or bookmark's) version when a watch ends, and lists again after 410 Gone or any failure.
+The AgentRun steps answer their looks at a Job from here (is it finished, which hook runs, which pod), so a run waiting on a Job costs no request
 at all; what the view has not seen yet (a Job made a moment ago) is asked of the API server as
 before. The bridge's Job-finished signal stays the fast path; `wait_pod` lets the step that it wakes
 wait a moment for the pod's end to arrive here instead of listing pods. A run's Agent and policy are
@@ -21,7 +21,6 @@ Only the run's Jobs and pods (the `sympozium.ai/agent-run` label) are held, whil
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import functools
 import json
@@ -30,13 +29,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from models.kube import Gone, Kube, KubeError, NotFound, typed_errors, watch_events
+from models.kube import Kube
+from models.listwatch import WATCH_SECONDS, ListWatch
 from models.names import GROUP, LABEL_RUN, VERSION
 
 log = logging.getLogger("agentrun.worker.informer")
 
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
-WATCH_SECONDS = 300  # by default a watch is renewed this often (from where it was) even when nothing happens
 _KEEP_METADATA = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp", "resourceVersion")
 _TYPES = {"jobs": "V1Job", "pods": "V1Pod"}
 # The definitions a run is resolved against (models/evaluate.py), held whole but for managedFields.
@@ -61,87 +60,27 @@ def _key(obj: Obj) -> tuple[str, str]:
     return str(m.get("namespace") or ""), str(m.get("name") or "")
 
 
-class _Stream:
-    """One kind in one namespace ("" = all): list, then watch; the store's entries of this scope are its own."""
+class _Stream(ListWatch):
+    """One kind in one namespace ("" = all): the store's entries of this scope are its own."""
 
     def __init__(self, informer: Informer, kind: str, namespace: str, list_fn: Callable[..., Any]) -> None:
-        self.informer, self.kind, self.namespace, self.list_fn = informer, kind, namespace, list_fn
-        self.synced = threading.Event()
-        self.resp: Any = None
-        self.thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
-
-    def _args(self) -> dict[str, Any]:
         args: dict[str, Any] = {}
-        if self.kind not in DEFINITIONS:
+        if kind not in DEFINITIONS:
             args["label_selector"] = LABEL_RUN
-        if self.namespace:
-            args["namespace"] = self.namespace
-        return args
+        if namespace:
+            args["namespace"] = namespace
+        super().__init__(list_fn, name=f"informer-{kind}-{namespace or 'all'}", args=args, stopping=informer.stopping,
+                         log=log, watch_seconds=informer.watch_seconds)
+        self.informer, self.kind, self.namespace = informer, kind, namespace
 
-    def _list(self) -> str:
-        with typed_errors(f"list {self.kind}"):
-            resp = self.list_fn(_preload_content=False, **self._args())
-            try:
-                listed = json.loads(resp.data)
-            finally:
-                resp.release_conn()
-        self.informer._replace(self.kind, self.namespace, [_trimmed(self.kind, o) for o in listed.get("items") or []])
-        self.synced.set()
-        return str((listed.get("metadata") or {}).get("resourceVersion") or "")
+    def replace(self, items: list[Obj]) -> None:
+        self.informer._replace(self.kind, self.namespace, [_trimmed(self.kind, o) for o in items])
 
-    def _watch(self, rv: str) -> str:
-        """One watch from `rv` until it ends; the version to go on from."""
-        try:
-            for ev in watch_events(self.list_fn, action=f"watch {self.kind}", opened=self._opened, resource_version=rv,
-                                   timeout_seconds=self.informer.watch_seconds, allow_watch_bookmarks=True,
-                                   **self._args()):
-                if self.informer.stopping.is_set():
-                    break
-                typ, obj = ev.get("type"), ev.get("object") or {}
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                if typ == "DELETED":
-                    self.informer._remove(self.kind, obj)
-                elif typ in ("ADDED", "MODIFIED"):
-                    self.informer._put(self.kind, _trimmed(self.kind, obj))
-        finally:
-            self.resp = None
-        return rv
-
-    def _opened(self, resp: Any) -> None:
-        self.resp = resp
-
-    def _run(self) -> None:
-        backoff = 0.5
-        stop = self.informer.stopping
-        while not stop.is_set():
-            try:
-                rv = self._list()
-                backoff = 0.5
-                while not stop.is_set():  # each watch ends after WATCH_SECONDS; the next goes on from there
-                    rv = self._watch(rv)
-            except Gone:
-                log.info("%s: resourceVersion expired, listing again", self.thread.name)
-            except KubeError as e:
-                if stop.is_set():
-                    break
-                # A kind the cluster does not serve (its CRD not installed): look again now and then.
-                slow = isinstance(e, NotFound)
-                log.log(logging.INFO if slow else logging.WARNING, "%s: %s; listing again in %.1fs",
-                        self.thread.name, e, backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, 60 if slow else 10)
-            except Exception as e:  # a decoding error, a bug: never die, never serve a stale view silently
-                if stop.is_set():
-                    break
-                log.exception("%s failed (%s); listing again", self.thread.name, e)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, 10)
-
-    def close(self) -> None:
-        resp = self.resp
-        if resp is not None:  # unblock a read waiting for the next event
-            with contextlib.suppress(Exception):  # best effort: the thread is a daemon
-                resp.shutdown()
+    def apply(self, typ: str, obj: Obj) -> None:
+        if typ == "DELETED":
+            self.informer._remove(self.kind, obj)
+        else:
+            self.informer._put(self.kind, _trimmed(self.kind, obj))
 
 
 class Informer:
@@ -172,7 +111,7 @@ class Informer:
 
     def start(self) -> None:
         for s in self._streams:
-            s.thread.start()
+            s.start()
 
     def stop(self) -> None:
         self.stopping.set()

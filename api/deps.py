@@ -18,6 +18,7 @@ from temporalio.client import Client
 from models.kube import Kube
 
 from .auth import ANONYMOUS, Caller, TokenFile
+from .runwatch import RunWatch
 from .settings import ApiSettings
 
 
@@ -28,6 +29,8 @@ class State:
         self.custom = self.kube.custom
         self.temporal = temporal
         self.tokens = TokenFile(Path(settings.token_file) if settings.token_file else None)
+        # Started and stopped by the app's lifespan (api/main.py).
+        self.runwatch = RunWatch(self.kube, settings.namespaces)
         self.requests: Counter[str] = Counter()
         self.verdicts: Counter[str] = Counter()
         # Verdicts refused before they reached a workflow: "<via> <rule>" (via: admission or api).

@@ -299,8 +299,12 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
         t = temporal
         if t is None:
             t = await settings.temporal.connect()
-        app.state.agentrun = State(settings, kube or settings.kube.api_client(user_agent=user_agent("api")), t)
-        yield
+        state = app.state.agentrun = State(settings, kube or settings.kube.api_client(user_agent=user_agent("api")), t)
+        await state.runwatch.start()
+        try:
+            yield
+        finally:
+            await state.runwatch.stop()
 
     app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan,
                   description="AgentRuns on Temporal: runs, response-gate verdicts, probes.")

@@ -17,6 +17,9 @@ class ApiSettings(BaseSettings):
     kube: KubeSettings = KubeSettings()
     # The image admission assumes for runs that name none (as the worker does).
     agent_image: str = DEFAULT_AGENT_IMAGE
+    # Where the API's one watch of runs (api/runwatch.py: the console's live pages, the metrics) looks ([] = all
+    # namespaces); the chart sets it to watchNamespaces, where its RBAC is namespaced.
+    namespaces: list[str] = []
     host: str = "127.0.0.1"
     port: int = 8080
     # A file mapping bearer tokens to identities: one "token identity" pair per line (# comments).

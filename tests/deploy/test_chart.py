@@ -47,7 +47,7 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         ("batch", "jobs", "list"), ("batch", "jobs", "watch"),
     },
     "api": {
-        *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "create", "delete")),
+        *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "watch", "create", "delete")),  # runwatch
         *(("sympozium.ai", r, "get") for r in ("agents", "sympoziuminstances", "sympoziumpolicies")),
         *(("sympozium.ai", "sympoziumschedules", v) for v in ("get", "list", "create", "patch", "delete")),
         ("", "events", "create"),  # api/authority.py: a refused verdict is a VerdictRefused Event on its run
@@ -72,7 +72,8 @@ ENV = {
                "AGENTRUN_IDENTITY", "AGENTRUN_SCHEDULE_RESYNC_SECONDS", "AGENTRUN_PRUNE__ENABLED", "AGENTRUN_PRUNE__KEEP",
                "AGENTRUN_PRUNE__INTERVAL_SECONDS", "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT",
                "AGENTRUN_VERDICT_WEBHOOK"},
-    "api": {"AGENTRUN_HOST", "AGENTRUN_PORT", "AGENTRUN_TOKEN_FILE", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_TRUSTED_CREATORS"},
+    "api": {"AGENTRUN_HOST", "AGENTRUN_PORT", "AGENTRUN_TOKEN_FILE", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_TRUSTED_CREATORS",
+            "AGENTRUN_NAMESPACES"},
 }
 
 TLS_ALL = {"temporal": {"address": "ns.acct.tmprl.cloud:7233", "tls": {"existingSecret": "temporal-mtls",
