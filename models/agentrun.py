@@ -154,6 +154,9 @@ class GateStatus(K8sModel):
     requested_at: str | None = None
     decided_at: str | None = None
     decided_by: str | None = None
+    # api, annotation or temporal (the verdict's way in), timeout or gate-hook (decided without one): what the
+    # API's metrics count verdicts by.
+    source: str | None = None
     reason: str | None = None
 
 

@@ -58,6 +58,9 @@ class GateView(BaseModel):
     requested_at: str | None = None
     decided_at: str | None = None
     decided_by: str | None = None
+    # Where the verdict came from (a Verdict's source: api, annotation, temporal), or what decided without one
+    # (timeout: none came within gateTimeout; gate-hook: the gate hook failed without one).
+    source: str | None = None
     reason: str | None = None
     result: str | None = None
 

@@ -568,7 +568,7 @@ class AgentRunWorkflow:
     def _gate_status(self) -> GateStatus:
         v = self._gate.view
         return GateStatus(state=v.state, requested_at=v.requested_at, decided_at=v.decided_at,
-                          decided_by=v.decided_by, reason=v.reason)
+                          decided_by=v.decided_by, source=v.source, reason=v.reason)
 
     def _record_refusals(self) -> None:
         """Refused verdicts go into the run's conditions (the last one, with who sent it; written with the

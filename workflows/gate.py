@@ -35,6 +35,14 @@ def _version(v: str | None) -> int | None:
     return int(v) if v is not None and v.isdigit() else None
 
 
+def _source(v: Verdict | None, *, hook_failed: bool) -> str:
+    """Where the gate's verdict came from, as the status records it: a verdict's way in (one recorded as
+    `temporal:<claim>` came straight to Temporal whatever it claimed), else what decided without one."""
+    if v is None:
+        return "gate-hook" if hook_failed else "timeout"
+    return "temporal" if v.decided_by.startswith("temporal:") else v.source
+
+
 class Gate:
     def __init__(self) -> None:
         self.has_gate: bool | None = None  # None until the run is resolved
@@ -150,6 +158,7 @@ class Gate:
             reason = f"no verdict within {gate_timeout_seconds}s"
         self.view = GateView(state=label, gate_verdict=label, requested_at=self.view.requested_at,
                              decided_at=decided_at, decided_by=v.decided_by if v else "gate-default",
+                             source=_source(v, hook_failed=hook_failed),
                              reason=reason, result=final)
         self.decided[self.attempt] = self.view
         return label, final, reason

@@ -267,6 +267,7 @@ async def test_a_verdict_resolves_the_gate_and_stops_the_gate_hook(
     assert result == RunResult(phase="Succeeded", result=final)
     status = cluster.status()
     assert status["gate_verdict"] == label and status["gate"]["decided_by"] == "temporal:alice"
+    assert status["gate"]["source"] == "temporal", "what the API's metrics count it by"
     assert status["conditions"]["GateResolved"].reason == label
     assert [d.job.component for d in cluster.named("delete_job")] == ["post-run"]
 
@@ -298,6 +299,7 @@ async def test_no_verdict_within_gate_timeout_applies_the_gate_default(
     assert (await env.get_current_time()) - start >= timedelta(days=3)
     status = cluster.status()
     assert status["gate_verdict"] == label and status["gate"]["decided_by"] == "gate-default"
+    assert status["gate"]["source"] == "timeout"
     assert status["gate"]["reason"] == f"no verdict within {3 * 86400}s"
 
 
@@ -318,7 +320,7 @@ async def test_a_gate_hook_failing_without_a_verdict_resolves_the_gate_as_error(
     result = await _run(env, cluster)
     assert result == RunResult(phase="Succeeded", result=BLOCKED_TEXT)
     status = cluster.status()
-    assert status["gate_verdict"] == "error"
+    assert status["gate_verdict"] == "error" and status["gate"]["source"] == "gate-hook"
     assert status["conditions"]["PostRunFailed"].message == 'postRun hook "approve" failed with exit code 2'
 
 
