@@ -1321,13 +1321,11 @@ class APIServer:
                 log.exception("garbage collector step %s failed", what)
 
     def _locate(self, uid: str) -> tuple[ResourceType, Obj] | None:
-        # uid lookups are rare (GC only); a scan keeps the store simple.
-        for key, obj in self.store.iter_all():
-            if obj["metadata"].get("uid") == uid:
-                rt = self.registry.by_key(*key)
-                if rt is not None:
-                    return rt, obj
-        return None
+        found = self.store.by_uid(uid)
+        if found is None:
+            return None
+        rt = self.registry.by_key(*found[0])
+        return (rt, found[1]) if rt is not None else None
 
     def _owner_exists(self, ref: Obj, ns: str) -> bool:
         group = str(ref.get("apiVersion", "")).rpartition("/")[0]
@@ -1336,6 +1334,11 @@ class APIServer:
             return True  # unknown kinds cannot be resolved; the real GC leaves such dependents alone too
         owner = self.store.get(rt.key, ns if rt.namespaced else "", str(ref.get("name", "")))
         return owner is not None and owner["metadata"].get("uid") == ref.get("uid")
+
+    def dependents(self, uid: str, key: tuple[str, str]) -> list[Obj]:
+        """The stored objects of one type whose ownerReferences name `uid`, by name: from the owner index, no scan."""
+        return sorted((obj for rt, obj in self._dependents_of(uid) if rt.key == key),
+                      key=lambda o: str(o["metadata"]["name"]))
 
     def _dependents_of(self, uid: str) -> list[tuple[ResourceType, Obj]]:
         out = []

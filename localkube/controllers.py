@@ -257,7 +257,7 @@ class JobController:
         if job is None:
             return
         uid = job["metadata"]["uid"]
-        pods = [p for p in self.api.store.select(PODS, ns)
+        pods = [p for p in self.api.dependents(uid, PODS)
                 if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])]
         spec = job["spec"]
         status = deep(job.get("status") or {})

@@ -64,6 +64,8 @@ def object_rv(obj: Obj) -> int:
 class Store:
     def __init__(self, *, window: int = 10_000, db_path: Path | None = None) -> None:
         self._objects: dict[TypeKey, dict[tuple[str, str], Obj]] = {}
+        # uid -> where the object lives: the garbage collector looks objects up by uid (owners, finalizers).
+        self._uids: dict[str, tuple[TypeKey, str, str]] = {}
         self._events: deque[Event] = deque()
         self._window = window
         self._watchers: set[Watcher] = set()
@@ -96,7 +98,9 @@ class Store:
         row = db.execute("SELECT v FROM meta WHERE k='horizon'").fetchone()
         self._horizon = int(row[0]) if row else 0
         for grp, resource, ns, name, body in db.execute("SELECT grp, resource, ns, name, body FROM objects"):
-            self._objects.setdefault((grp, resource), {})[(ns, name)] = json.loads(body)
+            obj = json.loads(body)
+            self._objects.setdefault((grp, resource), {})[(ns, name)] = obj
+            self._index((grp, resource), ns, name, obj)
         for rv, typ, grp, resource, body, old in db.execute(
             "SELECT rv, type, grp, resource, body, old FROM events ORDER BY rv"
         ):
@@ -148,6 +152,15 @@ class Store:
         items = sorted(bucket.items())
         return [o for (ns, _), o in items if namespace is None or ns == namespace]
 
+    def by_uid(self, uid: str) -> tuple[TypeKey, Obj] | None:
+        """The stored object with this uid (and its type), from an index: no scan."""
+        where = self._uids.get(uid)
+        if where is None:
+            return None
+        key, ns, name = where
+        obj = self.get(key, ns, name)
+        return (key, obj) if obj is not None else None
+
     def iter_all(self) -> Iterator[tuple[TypeKey, Obj]]:
         for key, bucket in list(self._objects.items()):
             for obj in list(bucket.values()):
@@ -166,8 +179,10 @@ class Store:
         bucket = self._objects.setdefault(key, {})
         if typ == DELETED:
             bucket.pop((ns, name), None)
+            self._uids.pop(str(meta.get("uid") or ""), None)
         else:
             bucket[(ns, name)] = obj
+            self._index(key, ns, name, obj)
         ev = Event(self.rv, typ, key, obj, old)
         self._events.append(ev)
         while len(self._events) > self._window:
@@ -179,6 +194,11 @@ class Store:
             if w.key == key and (w.namespace is None or w.namespace == ns):
                 w.queue.put_nowait(ev)
         return obj
+
+    def _index(self, key: TypeKey, ns: str, name: str, obj: Obj) -> None:
+        uid = obj["metadata"].get("uid")
+        if uid:
+            self._uids[str(uid)] = (key, ns, name)
 
     def put(self, key: TypeKey, obj: Obj) -> Obj:
         """Insert or replace; the caller has done all checks. Returns the stored object."""
