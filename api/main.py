@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -20,23 +19,18 @@ from typing import Any, Literal, cast
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client
 
-from models.agentrun import TERMINAL_PHASES
-from models.gate import GateView, Verdict
-from models.kube import NotFound
-from models.names import AGENTRUNS, AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, LABEL_INSTANCE, VERSION
+from models.gate import GateView
+from models.names import AGENTRUNS, GROUP, VERSION
 from models.settings import user_agent
 from models.timestamps import parse_rfc3339
-from workflows.agent_run import AgentRunWorkflow
 
-from . import admission, codec, errors, schedules
+from . import admission, codec, console, errors, logs, runops, schedules
 from .auth import TokenFile
-from .authority import Unreadable, gate_authority, record_refusal
 from .deps import CallerDep, Identity, Namespace, State, StateDep
 from .settings import ApiSettings
 
@@ -107,12 +101,7 @@ def _summary(obj: dict[str, Any]) -> RunSummary:
 
 
 async def _read_run(state: State, ns: str, name: str) -> dict[str, Any]:
-    try:
-        return cast(dict[str, Any], await state.kube.call(
-            state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS, name,
-            action=f"read AgentRun {ns}/{name}"))
-    except NotFound as e:
-        raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{ns}"') from e
+    return await runops.read_run(state, ns, name)
 
 
 @runs.get("", response_model=list[RunSummary])
@@ -137,14 +126,9 @@ async def get_run(name: str, state: StateDep, who: Identity, namespace: Namespac
 @runs.post("", status_code=201)
 async def create_run(body: CreateRun, state: StateDep, who: Identity,
                      namespace: Namespace = "default") -> dict[str, Any]:
-    try:
-        await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
-                              body.agentRef, action=f"read Agent {namespace}/{body.agentRef}")
-    except NotFound as e:
-        raise HTTPException(status_code=404,
-                            detail=f'agent "{body.agentRef}" not found in namespace "{namespace}"') from e
-    spec: dict[str, Any] = {"agentRef": body.agentRef, "task": body.task, "agentId": body.agentId,
-                            "sessionKey": body.sessionKey or f"session-{time.time_ns()}"}
+    spec: dict[str, Any] = {"task": body.task, "agentId": body.agentId}
+    if body.sessionKey:
+        spec["sessionKey"] = body.sessionKey
     for key in ("systemPrompt", "timeout"):
         if getattr(body, key):
             spec[key] = getattr(body, key)
@@ -152,22 +136,12 @@ async def create_run(body: CreateRun, state: StateDep, who: Identity,
         spec["model"] = body.model.model_dump(exclude_none=True)
     if body.env:
         spec["env"] = body.env
-    obj = {"apiVersion": API_VERSION, "kind": "AgentRun",
-           "metadata": {"generateName": f"{body.agentRef}-", "labels": {LABEL_INSTANCE: body.agentRef},
-                        "annotations": {ANNOTATION_CREATED_BY: who}},
-           "spec": spec}
-    return cast(dict[str, Any], await state.kube.call(
-        state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS, obj,
-        action=f"create AgentRun in {namespace}"))
+    return await runops.create_run(state, who, namespace, agent_ref=body.agentRef, spec=spec)
 
 
 @runs.delete("/{name}", status_code=204)
 async def delete_run(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> Response:
-    try:
-        await state.kube.call(state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
-                              name, action=f"delete AgentRun {namespace}/{name}")
-    except NotFound as e:
-        raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{namespace}"') from e
+    await runops.delete_run(state, namespace, name)
     return Response(status_code=204)
 
 
@@ -187,49 +161,11 @@ async def gate_verdict(name: str, request: Request, state: StateDep, caller: Cal
         raise HTTPException(status_code=400, detail=f"body is not JSON: {e}") from e
     if not isinstance(raw, dict):
         raise HTTPException(status_code=400, detail="body must be an object {action, response, reason}")
-    action = raw.get("action")
-    if action not in ("approve", "reject", "rewrite", "retry"):
-        raise HTTPException(status_code=400, detail='action must be "approve", "reject", "rewrite", or "retry"')
     response = raw.get("response") or ""
-    if not isinstance(response, str) or not isinstance(raw.get("reason", ""), str):
-        raise HTTPException(status_code=400, detail="response and reason must be strings")
-    if action in ("reject", "rewrite") and not response:
-        raise HTTPException(status_code=400, detail="response is required for reject/rewrite actions")
-    if action == "retry" and not response:
-        raise HTTPException(status_code=400, detail="response (the reviewer's feedback) is required for retry")
-    run = await _read_run(state, namespace, name)
-    who = caller.identity
-    try:
-        authority = await gate_authority(admission.reader(state.kube, namespace), run)
-    except Unreadable as e:
-        raise HTTPException(status_code=503, detail=f"cannot check who may decide this run: {e}") from e
-    refusal = authority.refusal(who, caller.groups)
-    if refusal is not None:
-        state.refusals[f"api {refusal.rule}"] += 1
-        await record_refusal(state.kube, namespace=namespace, run=run, who=who, refusal=refusal, via="api")
-        raise HTTPException(status_code=403, detail=refusal.message)
-    st = run.get("status") or {}
-    wid = st.get("workflowId")
-    if st.get("phase") in TERMINAL_PHASES:
-        raise HTTPException(status_code=409, detail=f'run is {st["phase"]}: its gate can no longer take a verdict')
-    if not wid or state.temporal is None:
-        raise HTTPException(status_code=409, detail="the run has not started yet; retry in a moment")
-    verdict = Verdict(action=action, response=response, reason=raw.get("reason") or "", decided_by=who, source="api")
-    handle = state.temporal.get_workflow_handle(wid)
-    try:
-        view: GateView = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
-    except WorkflowUpdateFailedError as e:
-        state.verdicts["refused"] += 1
-        cause = e.cause
-        raise HTTPException(status_code=409, detail=getattr(cause, "message", None) or str(e)) from e
-    except RPCError as e:
-        if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-            raise HTTPException(status_code=409, detail="the run's workflow has finished") from e
-        raise HTTPException(status_code=503, detail=f"temporal is unavailable: {e.message}") from e
-    state.verdicts[view.state] += 1
-    if view.state == "none":
-        raise HTTPException(status_code=409, detail="the run has no gate (no postRun hook with gate: true)")
-    return view
+    reason = raw.get("reason", "")
+    runops.check_verdict(raw.get("action"), response, reason)
+    return await runops.decide(state, caller, namespace, name, action=raw["action"], response=response,
+                               reason=reason or "")
 
 
 probes = APIRouter(tags=["probes"])
@@ -274,20 +210,6 @@ async def metrics(state: StateDep) -> str:
     return "\n".join(lines) + "\n"
 
 
-DASHBOARD = Path(__file__).with_name("dashboard.html")
-# The dashboard's script and style are files next to it (/dashboard.js, /dashboard.css): with no inline script or
-# style in the page, its policy allows scripts from 'self' only, so even a value that reached the page as HTML
-# could run no script (the dashboard writes data as text only: defence in depth).
-DASHBOARD_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                               "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-cache"}
-
-
-def dashboard_file(name: str, media_type: str) -> Response:
-    return Response(DASHBOARD.with_name(name).read_bytes(), media_type=media_type, headers=DASHBOARD_HEADERS)
-
-
 def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
                temporal: Client | None = None) -> FastAPI:
     if not settings.insecure and not TokenFile(Path(settings.token_file) if settings.token_file else None).tokens():
@@ -324,23 +246,13 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
 
     errors.install(app)
 
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def dashboard() -> Response:
-        return dashboard_file(DASHBOARD.name, "text/html; charset=utf-8")
-
-    @app.get("/dashboard.js", include_in_schema=False)
-    async def dashboard_js() -> Response:
-        return dashboard_file("dashboard.js", "text/javascript; charset=utf-8")
-
-    @app.get("/dashboard.css", include_in_schema=False)
-    async def dashboard_css() -> Response:
-        return dashboard_file("dashboard.css", "text/css; charset=utf-8")
-
     app.include_router(runs)
+    app.include_router(logs.router)
     app.include_router(schedules.router)
     app.include_router(probes)
     codec.install(app, settings)
     app.include_router(admission.router)  # called by the kube-apiserver over TLS: no bearer token
+    console.install(app, settings)  # the web console at / (after the API's routes: its paths never shadow theirs)
     return app
 
 

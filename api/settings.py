@@ -43,6 +43,9 @@ class ApiSettings(BaseSettings):
     # Origins (scheme://host[:port]) of Temporal UIs whose browsers may call /codec/encode and /codec/decode (JSON
     # list); `agentrun up` sets its UI's. Empty: the codec routes answer no cross-origin request.
     codec_cors_origins: list[str] = []
+    # The Temporal UI's base URL (scheme://host[:port][/path]): the console links each run to its workflow there
+    # (`{url}/namespaces/{temporal namespace}/workflows/{workflow ID}`). Empty: no link. `agentrun up` sets its UI's.
+    temporal_ui_url: str = ""
 
     @field_validator("codec_cors_origins")
     @classmethod
@@ -52,3 +55,10 @@ class ApiSettings(BaseSettings):
                 raise ValueError(f"AGENTRUN_CODEC_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], "
                                  "no path, no wildcard: the codec routes accept credentials)")
         return origins
+
+    @field_validator("temporal_ui_url")
+    @classmethod
+    def _ui_url(cls, url: str) -> str:
+        if url and not re.fullmatch(r"https?://[^/\s]+(/\S*)?", url):
+            raise ValueError(f"AGENTRUN_TEMPORAL_UI_URL: {url!r} is not an http(s) URL")
+        return url.rstrip("/")

@@ -1,0 +1,517 @@
+"""The console's routes: sign-in, the runs list, a run's page (gate bar, banner, logs), create and delete, and the
+event stream that keeps open pages live. Every page is a template with autoescaping; every POST checks the session's
+CSRF token; every action goes through api/runops.py as the JSON API does."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, cast
+from urllib.parse import parse_qs, quote, urlencode
+
+import jinja2
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from markupsafe import escape
+
+from models.agentrun import PHASES, TERMINAL_PHASES
+from models.kube import KubeError, NotFound
+from models.names import AGENTRUNS, AGENTS, GROUP, VERSION
+
+from .. import runops
+from ..auth import Caller, TokenFile
+from ..deps import Namespace, State, StateDep
+from ..logs import NoLog, hooks, run_log
+from ..settings import ApiSettings
+from . import views
+from .sessions import COOKIE, CSRF_FIELD, CSRF_HEADER, SESSION_SECONDS, Session, SessionStore
+
+TEMPLATES = Path(__file__).with_name("templates")
+STATIC = Path(__file__).with_name("static")
+STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
+                ".svg": "image/svg+xml"}
+# No inline script or style anywhere, so scripts and styles come from this origin only; forms post here only.
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                               "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+MAX_FORM_BYTES = 1024 * 1024
+KEEPALIVE_SECONDS = 15.0
+# Changes that arrive this close together reach a page as one message (a run's status is written in bursts).
+COALESCE_SECONDS = 0.2
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                               undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
+templates.filters["q"] = lambda v: quote(str(v), safe="")
+templates.globals["PHASES"] = PHASES
+
+router = APIRouter(include_in_schema=False)
+
+
+# -- sessions ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Signed:
+    session: Session
+    caller: Caller
+
+
+class SignInRequired(Exception):
+    pass
+
+
+class ConsoleError(Exception):
+    """An answer shown as the error page (status, message as text)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def store(request: Request) -> SessionStore:
+    return cast(SessionStore, request.app.state.console_sessions)
+
+
+def signed_in(request: Request) -> Signed:
+    sessions = store(request)
+    s = sessions.get(request.cookies.get(COOKIE))
+    who = sessions.caller(s) if s is not None else None
+    if s is None or who is None:
+        raise SignInRequired()
+    return Signed(s, who)
+
+
+ConsoleSession = Annotated[Signed, Depends(signed_in)]
+
+
+async def form_of(request: Request) -> dict[str, str]:
+    """An urlencoded form's fields (first value each); a bigger body than a form needs is refused."""
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise ConsoleError(413, f"the form is larger than {MAX_FORM_BYTES} bytes")
+    return {k: v[0] for k, v in parse_qs(body.decode(errors="replace"), keep_blank_values=True).items()}
+
+
+async def csrf_checked(request: Request, who: ConsoleSession) -> dict[str, str]:
+    """The form of a state-changing request that carries the session's CSRF token (field or header), else 403."""
+    form = await form_of(request)
+    if not who.session.csrf_ok(request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)):
+        raise ConsoleError(403, "missing or wrong CSRF token: reload the page and try again")
+    return form
+
+
+CheckedForm = Annotated[dict[str, str], Depends(csrf_checked)]
+
+
+def page(request: Request, template: str, *, status: int = 200, who: Signed | None = None,
+         **ctx: Any) -> HTMLResponse:
+    """A template as a response with the console's headers; `who` adds the signed-in identity and CSRF token."""
+    ctx.setdefault("namespace", "default")
+    ctx.setdefault("section", "")
+    html = templates.get_template(template).render(
+        me=who.caller.identity if who else "", csrf=who.session.csrf if who else "", path=request.url.path, **ctx)
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def redirect(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303, headers={"Cache-Control": "no-store"})
+
+
+def run_url(namespace: str, name: str, **extra: str) -> str:
+    return f"/runs/{quote(name, safe='')}?" + urlencode({"namespace": namespace, **extra})
+
+
+def safe_next(url: str | None) -> str:
+    """Only a path on this site (no scheme, no //host): an open redirect would make sign-in a phishing aid."""
+    if not url or not url.startswith("/") or url.startswith("//") or "\\" in url:
+        return "/runs"
+    return url
+
+
+# -- reading runs ------------------------------------------------------------------------------------------------
+
+async def runs_in(state: State, namespace: str) -> list[dict[str, Any]]:
+    """The namespace's runs from the API's watch (no request to the cluster), or listed while it has not synced."""
+    watch = state.runwatch
+    if watch.synced:
+        return cast(list[dict[str, Any]], watch.list(namespace))
+    items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
+                                  action=f"list AgentRuns in {namespace}")
+    return cast(list[dict[str, Any]], items.get("items", []))
+
+
+async def one_run(state: State, namespace: str, name: str) -> dict[str, Any]:
+    watch = state.runwatch
+    obj = watch.get(namespace, name)
+    if obj is not None:
+        return cast(dict[str, Any], obj)
+    try:
+        return await runops.read_run(state, namespace, name)  # just created, or a view not synced yet
+    except HTTPException as e:
+        raise ConsoleError(e.status_code, str(e.detail)) from e
+
+
+def namespaces(state: State, current: str) -> list[str]:
+    watch = state.runwatch
+    seen = {str((o.get("metadata") or {}).get("namespace")) for o in watch.list()}
+    return sorted(seen | {"default", current})
+
+
+def filters(phase: str, agent: str, awaiting: str, schedule: str, sort: str, order: str) -> views.Filters:
+    return views.Filters(phase=phase, agent=agent, awaiting=awaiting in ("1", "on", "true"), schedule=schedule,
+                         sort=sort if sort in views.SORTS else "created", desc=order != "asc")
+
+
+Text = Annotated[str, Query(max_length=253)]
+
+
+async def runs_context(state: State, namespace: str, f: views.Filters) -> dict[str, Any]:
+    objs = await runs_in(state, namespace)
+    rows = [views.row(o) for o in objs]
+    query = {"namespace": namespace, "phase": f.phase, "agent": f.agent, "awaiting": "1" if f.awaiting else "",
+             "schedule": f.schedule}
+    return {"rows": f.apply(rows), "total": len(rows), "f": f, "namespace": namespace,
+            "query": urlencode({**query, "sort": f.sort, "order": "desc" if f.desc else "asc"}),
+            "base_query": urlencode(query),
+            "agents": sorted({r.agent for r in rows}), "schedules": sorted({r.schedule for r in rows if r.schedule})}
+
+
+# -- pages -------------------------------------------------------------------------------------------------------
+
+@router.get("/")
+async def home() -> RedirectResponse:
+    return redirect("/runs")
+
+
+@router.get("/signin", response_class=HTMLResponse)
+async def signin_page(request: Request, next: str = "/runs") -> HTMLResponse:
+    try:
+        who: Signed | None = signed_in(request)
+    except SignInRequired:
+        who = None
+    return page(request, "signin.html", who=who, next=safe_next(next), error="", open=store(request).open)
+
+
+@router.post("/signin", response_class=HTMLResponse)
+async def signin(request: Request) -> Response:
+    form = await form_of(request)
+    sessions = store(request)
+    s = sessions.sign_in(form.get("token", "").strip())
+    nxt = safe_next(form.get("next"))
+    if s is None:
+        return page(request, "signin.html", status=401, next=nxt, error="That is not a valid API token.",
+                    open=sessions.open)
+    response = redirect(nxt)
+    response.set_cookie(COOKIE, s.id, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+    return response
+
+
+@router.post("/signout")
+async def signout(request: Request, who: ConsoleSession, form: CheckedForm) -> Response:
+    store(request).sign_out(who.session.id)
+    response = redirect("/signin")
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    return response
+
+
+@router.get("/runs", response_class=HTMLResponse)
+async def runs_page(request: Request, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
+                    phase: Text = "", agent: Text = "", awaiting: Text = "", schedule: Text = "",
+                    sort: Text = "created", order: Text = "desc") -> HTMLResponse:
+    ctx = await runs_context(state, namespace, filters(phase, agent, awaiting, schedule, sort, order))
+    return page(request, "runs.html", who=who, section="runs", namespaces=namespaces(state, namespace), **ctx)
+
+
+@router.get("/runs/table", response_class=HTMLResponse)
+async def runs_table(request: Request, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
+                     phase: Text = "", agent: Text = "", awaiting: Text = "", schedule: Text = "",
+                     sort: Text = "created", order: Text = "desc") -> HTMLResponse:
+    ctx = await runs_context(state, namespace, filters(phase, agent, awaiting, schedule, sort, order))
+    return page(request, "_runs_table.html", who=who, **ctx)
+
+
+async def agent_names(state: State, namespace: str) -> list[str]:
+    items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
+                                  action=f"list Agents in {namespace}")
+    return sorted(str(o["metadata"]["name"]) for o in items.get("items", []))
+
+
+@router.get("/new-run", response_class=HTMLResponse)
+async def new_run_page(request: Request, who: ConsoleSession, state: StateDep,
+                       namespace: Namespace = "default") -> HTMLResponse:
+    return page(request, "new_run.html", who=who, section="runs", namespace=namespace,
+                agents=await agent_names(state, namespace), form={}, error="")
+
+
+def parse_env(text: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not ENV_NAME.fullmatch(key):
+            raise ValueError(f"env line {n} is not NAME=value (NAME: letters, digits and _, not first a digit)")
+        env[key] = value
+    return env
+
+
+@router.post("/new-run", response_class=HTMLResponse)
+async def new_run(request: Request, who: ConsoleSession, form: CheckedForm, state: StateDep,
+                  namespace: Namespace = "default") -> Response:
+    agent, task, model = form.get("agent", "").strip(), form.get("task", ""), form.get("model", "").strip()
+    error, status = "", 400
+    spec: dict[str, Any] = {"task": task, "agentId": "primary"}
+    try:
+        if not agent or not task.strip():
+            raise ValueError("an agent and a task are required")
+        env = parse_env(form.get("env", ""))
+        if env:
+            spec["env"] = env
+        if model:
+            spec["model"] = {"model": model}
+        obj = await runops.create_run(state, who.caller.identity, namespace, agent_ref=agent, spec=spec)
+        return redirect(run_url(namespace, obj["metadata"]["name"]))
+    except ValueError as e:
+        error = str(e)
+    except HTTPException as e:
+        error, status = str(e.detail), e.status_code
+    except KubeError as e:
+        error, status = e.message, 422 if e.status == 422 else 502
+    return page(request, "new_run.html", status=status, who=who, section="runs", namespace=namespace,
+                agents=await agent_names(state, namespace), form=form, error=error)
+
+
+async def run_context(state: State, namespace: str, name: str) -> dict[str, Any]:
+    obj = await one_run(state, namespace, name)
+    spec = obj.get("spec") or {}
+    st = obj.get("status") or {}
+    model = str((spec.get("model") or {}).get("model") or "")
+    if not model:
+        with contextlib.suppress(KubeError):
+            agent = await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
+                                          AGENTS, str(spec.get("agentRef") or ""), action="read the run's Agent")
+            default = (((agent.get("spec") or {}).get("agents") or {}).get("default") or {}).get("model")
+            model = f"{default} (the Agent's default)" if default else ""
+    ui = state.settings.temporal_ui_url.rstrip("/")
+    wid = st.get("workflowId")
+    temporal = (f"{ui}/namespaces/{quote(state.settings.temporal.namespace, safe='')}/workflows/"
+                f"{quote(str(wid), safe='')}") if ui and wid else ""
+    task = spec.get("task")
+    return {"run": obj, "name": name, "namespace": namespace, "spec": spec, "st": st, "row": views.row(obj),
+            "task": task if isinstance(task, str) else repr(task), "model": model,
+            "timeline": views.timeline(obj), "banner": views.banner(obj), "gate_open": views.gate_open(obj),
+            "retry": views.has_retry(obj), "created_by": views.created_by(obj), "temporal": temporal,
+            "hooks": hooks(obj)}
+
+
+@router.get("/runs/{name}", response_class=HTMLResponse)
+async def run_page(request: Request, name: str, who: ConsoleSession, state: StateDep,
+                   namespace: Namespace = "default", sent: Text = "") -> HTMLResponse:
+    ctx = await run_context(state, namespace, name)
+    return page(request, "run.html", who=who, section="runs", error="",
+                sent=sent if sent in runops.ACTIONS else "", **ctx)
+
+
+PARTS = {"head": "_head.html", "detail": "_run_detail.html", "logs": "_logs.html"}
+
+
+@router.get("/runs/{name}/part/{part}", response_class=HTMLResponse)
+async def run_part(request: Request, name: str, part: str, who: ConsoleSession, state: StateDep,
+                   namespace: Namespace = "default") -> HTMLResponse:
+    """A region of the run's page, fetched again when the page hears that the run changed."""
+    if part not in PARTS:
+        raise ConsoleError(404, f"no part {part!r} of a run's page")
+    return page(request, PARTS[part], who=who, error="", sent="", **await run_context(state, namespace, name))
+
+
+@router.post("/runs/{name}/verdict", response_class=HTMLResponse)
+async def verdict(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
+                  namespace: Namespace = "default") -> Response:
+    action = form.get("action", "")
+    try:
+        view = await runops.decide(state, who.caller, namespace, name, action=action,
+                                   response=form.get("response", ""), reason=form.get("reason", ""))
+    except HTTPException as e:
+        ctx = await run_context(state, namespace, name)
+        return page(request, "run.html", status=e.status_code, who=who, section="runs", error=str(e.detail),
+                    sent="", **ctx)
+    return redirect(run_url(namespace, name, sent=action if view.state != "none" else ""))
+
+
+@router.get("/runs/{name}/delete", response_class=HTMLResponse)
+async def delete_page(request: Request, name: str, who: ConsoleSession, state: StateDep,
+                      namespace: Namespace = "default") -> HTMLResponse:
+    obj = await one_run(state, namespace, name)
+    return page(request, "delete.html", who=who, section="runs", namespace=namespace, name=name,
+                row=views.row(obj), error="")
+
+
+@router.post("/runs/{name}/delete", response_class=HTMLResponse)
+async def delete(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
+                 namespace: Namespace = "default") -> Response:
+    try:
+        await runops.delete_run(state, namespace, name)
+    except HTTPException as e:
+        raise ConsoleError(e.status_code, str(e.detail)) from e
+    return redirect("/runs?" + urlencode({"namespace": namespace}))
+
+
+@router.delete("/runs/{name}")
+async def delete_htmx(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
+                      namespace: Namespace = "default") -> Response:
+    """The same, for an `hx-delete` (the CSRF token in its header): 204, and htmx goes to the runs list."""
+    try:
+        await runops.delete_run(state, namespace, name)
+    except HTTPException as e:
+        raise ConsoleError(e.status_code, str(e.detail)) from e
+    return Response(status_code=204, headers={"HX-Redirect": "/runs?" + urlencode({"namespace": namespace})})
+
+
+# -- live updates ------------------------------------------------------------------------------------------------
+
+def sse(event: str, data: str = "") -> str:
+    """One server-sent event; `data` may hold newlines (each line its own `data:` field)."""
+    lines = data.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return f"event: {event}\n" + "".join(f"data: {line}\n" for line in lines) + "\n"
+
+
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", "X-Content-Type-Options": "nosniff"}
+
+
+def _seen(obj: dict[str, Any]) -> tuple[str, str, str]:
+    st = obj.get("status") or {}
+    return str(st.get("phase") or ""), str(st.get("attempt") or ""), str((st.get("gate") or {}).get("state") or "")
+
+
+async def _events(state: State, namespace: str, run: str) -> AsyncIterator[str]:
+    """What changed in the namespace, as it happens: `runs` (any run), `run` and `phase` (the page's own run: any
+    change, and one of its phase, attempt or gate state), `approval` (a toast, as HTML, when a run starts waiting
+    for a verdict)."""
+    yield "retry: 3000\n\n"
+    watch = state.runwatch
+    with watch.subscribe() as sub:
+        seen = {str(o["metadata"]["name"]): _seen(o) for o in watch.list(namespace)}
+        it = aiter(sub)
+        while True:
+            try:
+                batch = [await asyncio.wait_for(anext(it), KEEPALIVE_SECONDS)]
+            except TimeoutError:
+                yield ": keepalive\n\n"
+                continue
+            except StopAsyncIteration:
+                return
+            with contextlib.suppress(TimeoutError, StopAsyncIteration):
+                async with asyncio.timeout(COALESCE_SECONDS):
+                    while len(batch) < 500:
+                        batch.append(await anext(it))
+            changed: dict[str, dict[str, Any] | None] = {}
+            for ev in batch:
+                if ev.type == "RESYNC":
+                    current = {str(o["metadata"]["name"]): o for o in watch.list(namespace)}
+                    changed |= {n: current.get(n) for n in set(seen) | set(current)}
+                    continue
+                meta = ev.obj.get("metadata") or {}
+                if meta.get("namespace") == namespace:
+                    changed[str(meta.get("name"))] = None if ev.type == "DELETED" else ev.obj
+            if not changed:
+                continue
+            out = [sse("runs")]
+            for name, obj in changed.items():
+                before = seen.pop(name, ("", "", ""))
+                if obj is None:
+                    if name == run:
+                        out += [sse("run"), sse("phase")]
+                    continue
+                now = seen[name] = _seen(obj)
+                if now[2] == "pending" and before[2] != "pending" and now[0] not in TERMINAL_PHASES:
+                    toast = templates.get_template("_toast.html").render(r=views.row(obj))
+                    out.append(sse("approval", toast))
+                if name == run:
+                    out.append(sse("run"))
+                    if now != before:
+                        out.append(sse("phase"))
+            yield "".join(out)
+
+
+@router.get("/events")
+async def events(request: Request, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
+                 run: Text = "") -> StreamingResponse:
+    return StreamingResponse(_events(state, namespace, run), media_type="text/event-stream",
+                             headers=SSE_HEADERS)
+
+
+async def _log_events(state: State, namespace: str, name: str, hook: str | None, attempt: int | None
+                      ) -> AsyncIterator[str]:
+    """The log as `log` events of escaped text (the page appends them to a <pre>), then `end`, always: a stream
+    that just stopped would make the browser connect again and append the whole log twice."""
+    yield "retry: 3000\n\n"
+    try:
+        run = await one_run(state, namespace, name)
+        _target, chunks = await run_log(state.kube, namespace, run, hook=hook, attempt=attempt, follow=True)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        async for chunk in chunks:
+            text = decoder.decode(chunk)
+            if text:
+                yield sse("log", str(escape(text)))
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield sse("log", str(escape(tail)))
+    except (NoLog, ConsoleError) as e:
+        yield sse("log", str(escape(f"({e})")))
+    except NotFound as e:
+        yield sse("log", str(escape(f"(no log: {e.message})")))
+    except KubeError as e:
+        yield sse("log", str(escape(f"(no log yet: {e.message})")))
+    yield sse("end", "")
+
+
+@router.get("/runs/{name}/log-stream")
+async def log_stream(name: str, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
+                     hook: Text = "", attempt: int | None = Query(None, ge=1)) -> StreamingResponse:
+    return StreamingResponse(_log_events(state, namespace, name, hook or None, attempt),
+                             media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+# -- static files and installation -------------------------------------------------------------------------------
+
+@router.get("/static/{file}")
+async def static(file: str) -> Response:
+    path = STATIC / file
+    media = STATIC_TYPES.get(path.suffix)
+    if media is None or "/" in file or file.startswith(".") or not path.is_file():
+        return Response("not found", status_code=404, media_type="text/plain")
+    return Response(path.read_bytes(), media_type=media, headers={**HEADERS, "Cache-Control": "no-cache"})
+
+
+def install(app: FastAPI, settings: ApiSettings) -> None:
+    """The console's routes at `/` and the in-memory sessions (tokens from the API's token file)."""
+    app.state.console_sessions = SessionStore(TokenFile(Path(settings.token_file) if settings.token_file else None),
+                                              insecure=settings.insecure)
+
+    @app.exception_handler(SignInRequired)
+    async def sign_in_first(request: Request, exc: SignInRequired) -> Response:
+        target = "/signin?" + urlencode({"next": request.url.path + (f"?{request.url.query}" if request.url.query
+                                                                      else "")})
+        if request.headers.get("hx-request") or request.url.path in ("/events",) or \
+                request.url.path.endswith("/log-stream") or request.method != "GET":
+            return Response("sign in first", status_code=401, media_type="text/plain",
+                            headers={"HX-Redirect": target, **HEADERS})
+        return redirect(target)
+
+    @app.exception_handler(ConsoleError)
+    async def console_error(request: Request, exc: ConsoleError) -> Response:
+        try:
+            who: Signed | None = signed_in(request)
+        except SignInRequired:
+            who = None
+        return page(request, "error.html", status=exc.status, who=who, message=exc.message)
+
+    app.include_router(router)

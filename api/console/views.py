@@ -1,0 +1,143 @@
+"""What the console's templates show of a run: plain values computed from the object, no HTML (the templates
+escape everything they print)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from models.agentrun import PHASES, TERMINAL_PHASES
+from models.names import ANNOTATION_CREATED_BY, LABEL_SCHEDULE
+from models.timestamps import parse_rfc3339
+
+# The verdict banner's colour per gate label (Sympozium's: approved green, rejected red, rewritten blue,
+# timeout/error red).
+BANNER = {"approved": "ok", "allowed-by-default": "ok", "rewritten": "info", "retried": "info",
+          "rejected": "bad", "timeout": "bad", "error": "bad", "retries-exhausted": "bad"}
+SORTS = ("name", "agent", "phase", "gate", "schedule", "created")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    name: str
+    namespace: str
+    agent: str
+    phase: str
+    gate: str  # "" without a gate
+    verdict: str
+    schedule: str
+    created: str
+    age: str
+
+    @property
+    def awaiting(self) -> bool:
+        return self.gate == "pending"
+
+
+@dataclass(frozen=True)
+class Step:
+    phase: str
+    at: str  # RFC 3339, "" when the status does not say
+    duration: str  # until the next step (or now, for the current one)
+    current: bool
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(max(seconds, 0))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600}h"
+
+
+def since(ts: str | None, now: datetime | None = None) -> float | None:
+    t = parse_rfc3339(ts)
+    return None if t is None else ((now or datetime.now(UTC)) - t).total_seconds()
+
+
+def row(obj: dict[str, Any], now: datetime | None = None) -> RunRow:
+    meta = obj.get("metadata") or {}
+    st = obj.get("status") or {}
+    return RunRow(name=str(meta.get("name") or ""), namespace=str(meta.get("namespace") or ""),
+                  agent=str((obj.get("spec") or {}).get("agentRef") or ""), phase=str(st.get("phase") or ""),
+                  gate=str((st.get("gate") or {}).get("state") or ""), verdict=str(st.get("gateVerdict") or ""),
+                  schedule=str((meta.get("labels") or {}).get(LABEL_SCHEDULE) or ""),
+                  created=str(meta.get("creationTimestamp") or ""),
+                  age=age(since(meta.get("creationTimestamp"), now)))
+
+
+@dataclass(frozen=True)
+class Filters:
+    phase: str = ""
+    agent: str = ""
+    awaiting: bool = False
+    schedule: str = ""
+    sort: str = "created"
+    desc: bool = True
+
+    def keep(self, r: RunRow) -> bool:
+        return ((not self.phase or r.phase == self.phase) and (not self.agent or r.agent == self.agent)
+                and (not self.awaiting or r.awaiting) and (not self.schedule or r.schedule == self.schedule))
+
+    def apply(self, rows: list[RunRow]) -> list[RunRow]:
+        key = self.sort if self.sort in SORTS else "created"
+        kept = [r for r in rows if self.keep(r)]
+        kept.sort(key=lambda r: (getattr(r, key), r.name), reverse=self.desc)
+        return kept
+
+
+def timeline(obj: dict[str, Any], now: datetime | None = None) -> list[Step]:
+    """Pending → Running → PostRunning → the terminal phase, with what the status says of when each began: the
+    creation, `startedAt`, the gate's `requestedAt` (a run without a gate does not record when PostRunning began),
+    `completedAt`."""
+    now = now or datetime.now(UTC)
+    meta = obj.get("metadata") or {}
+    st = obj.get("status") or {}
+    phase = str(st.get("phase") or "Pending")
+    gate = st.get("gate") or {}
+    known: list[tuple[str, str]] = [("Pending", str(meta.get("creationTimestamp") or ""))]
+    if st.get("startedAt") or phase not in ("Pending", *TERMINAL_PHASES):
+        known.append(("Running", str(st.get("startedAt") or "")))
+    if gate.get("requestedAt") or phase == "PostRunning":
+        known.append(("PostRunning", str(gate.get("requestedAt") or "")))
+    if phase in TERMINAL_PHASES:
+        known.append((phase, str(st.get("completedAt") or "")))
+    order = {p: i for i, p in enumerate(PHASES)}
+    known.sort(key=lambda k: min(order.get(k[0], 9), 3))
+    steps = []
+    for i, (p, at) in enumerate(known):
+        current = p == phase
+        start = parse_rfc3339(at)
+        end = parse_rfc3339(known[i + 1][1]) if i + 1 < len(known) else (None if p in TERMINAL_PHASES else now)
+        dur = age((end - start).total_seconds()) if start is not None and end is not None else ""
+        steps.append(Step(p, at, dur, current))
+    return steps
+
+
+def banner(obj: dict[str, Any]) -> dict[str, str] | None:
+    """The verdict banner of a decided gate: its label, colour, who decided and when, why."""
+    gate = (obj.get("status") or {}).get("gate") or {}
+    state = str(gate.get("state") or "")
+    if not state or state == "pending":
+        return None
+    return {"label": state, "tone": BANNER.get(state, "bad"), "by": str(gate.get("decidedBy") or ""),
+            "at": str(gate.get("decidedAt") or ""), "reason": str(gate.get("reason") or "")}
+
+
+def created_by(obj: dict[str, Any]) -> str:
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CREATED_BY) or "")
+
+
+def gate_open(obj: dict[str, Any]) -> bool:
+    st = obj.get("status") or {}
+    return (st.get("gate") or {}).get("state") == "pending" and st.get("phase") not in TERMINAL_PHASES
+
+
+def has_retry(obj: dict[str, Any]) -> bool:
+    return bool(((obj.get("spec") or {}).get("lifecycle") or {}).get("retry"))

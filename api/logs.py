@@ -1,0 +1,153 @@
+"""A run's logs over HTTP: the agent's or one hook's container log, read from its pod, followed while it runs.
+
+`GET /api/v1/runs/{name}/logs?hook=&attempt=&follow=` answers the log as plain text (streamed; with `follow=true`
+until the container ends), for the CLI and the console alike. Pods are found as `agentrun logs` finds them: by the
+Job the run's component has for that attempt (models/names.py), the newest pod of that Job. Pods go with their
+Jobs when the run is cleaned up (unless `cleanup: keep`): then there is no log to read, and the 404 says so.
+
+Each follow reads on a thread of its own (never the event loop's shared pool, which a few idle follows would
+exhaust): the thread hands chunks to the loop, and a reader that goes away shuts the response down, which ends the
+thread's read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import StreamingResponse
+
+from models.kube import Kube, typed_errors
+from models.names import Component, hook_container, job_name
+
+from .deps import Identity, Namespace, StateDep
+from .runops import read_run
+
+router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
+CHUNK = 16 * 1024
+
+
+@dataclass(frozen=True)
+class LogTarget:
+    """The container of one run's component whose log is wanted: the agent's (hook None) or a hook's."""
+
+    job: str
+    container: str
+    hook: str | None
+    attempt: int
+
+
+class NoLog(LookupError):
+    pass
+
+
+def hooks(run: dict[str, Any]) -> list[tuple[str, str]]:
+    """(phase, hook) of every lifecycle hook the run has, in the order they run (preRun, postRun)."""
+    lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
+    return [(phase, str(h.get("name"))) for phase, key in (("preRun", "preRun"), ("postRun", "postRun"))
+            for h in lifecycle.get(key) or [] if h.get("name")]
+
+
+def log_target(run: dict[str, Any], hook: str | None, attempt: int | None) -> LogTarget:
+    """Where the log of `hook` (None: the agent) of `attempt` (None: the last one run) is."""
+    name = str((run.get("metadata") or {}).get("name") or "")
+    # A retried run's agent and gate hook ran once per attempt, each in Jobs of their own: the last, unless asked.
+    last = int((run.get("status") or {}).get("attempt") or 1)
+    attempt = attempt or last
+    if attempt < 1 or attempt > last:
+        raise NoLog(f"run {name} has no attempt {attempt} (it ran {last})")
+    if hook is None:
+        return LogTarget(job_name(name, "agent-run", attempt), "agent", None, attempt)
+    lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
+    pre = {h.get("name") for h in lifecycle.get("preRun") or []}
+    post = {h.get("name") for h in lifecycle.get("postRun") or []}
+    gated = {h.get("name") for h in lifecycle.get("postRun") or [] if h.get("gate")}
+    if hook not in pre | post:
+        raise NoLog(f'run {name} has no hook "{hook}"')
+    # With a gate, the other postRun hooks run after the verdict in a Job of their own.
+    component: Component = "prerun" if hook in pre else "post-gate" if gated and hook not in gated else "post-run"
+    return LogTarget(job_name(name, component, attempt if component == "post-run" else 1),
+                     hook_container(component, hook), hook, attempt)
+
+
+async def find_pod(kube: Kube, namespace: str, target: LogTarget) -> str:
+    pods: Any = await kube.call(kube.core.list_namespaced_pod, namespace, label_selector=f"job-name={target.job}",
+                                action=f"list pods of Job {target.job}")
+    if not pods.items:
+        raise NoLog(f"no pod for Job {target.job} (not started yet, or cleaned up: use cleanup: keep to retain it)")
+    return str(sorted(pods.items, key=lambda p: p.metadata.creation_timestamp)[-1].metadata.name)
+
+
+async def open_log(kube: Kube, namespace: str, pod: str, container: str, *, follow: bool) -> AsyncIterator[bytes]:
+    """The container's log in chunks (followed until the container ends when `follow`). Opening it raises the
+    typed Kubernetes error (e.g. BadRequest while the container has not started) before the first chunk."""
+    action = f"read log of {pod}/{container}"
+    resp: Any = await kube.call(kube.core.read_namespaced_pod_log, pod, namespace, container=container,
+                                follow=follow, _preload_content=False, action=action)
+    return _chunks(resp, action)
+
+
+async def _chunks(resp: Any, action: str) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+    stop = threading.Event()
+
+    def hand(item: bytes | BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody reads any more
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    def pump() -> None:
+        try:
+            with typed_errors(action):
+                for chunk in resp.stream(CHUNK, decode_content=True):
+                    if stop.is_set():
+                        break
+                    if chunk:
+                        hand(chunk)
+        except Exception as e:
+            if not stop.is_set():
+                hand(e)
+        finally:
+            hand(None)
+
+    thread = threading.Thread(target=pump, name="log-follow", daemon=True)
+    thread.start()
+    try:
+        while (item := await queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            resp.shutdown()  # ends a read that waits for the next line of a running container
+        with contextlib.suppress(Exception):
+            resp.release_conn()
+
+
+async def run_log(kube: Kube, namespace: str, run: dict[str, Any], *, hook: str | None, attempt: int | None,
+                  follow: bool) -> tuple[LogTarget, AsyncIterator[bytes]]:
+    target = log_target(run, hook, attempt)
+    pod = await find_pod(kube, namespace, target)
+    return target, await open_log(kube, namespace, pod, target.container, follow=follow)
+
+
+@router.get("/{name}/logs", response_class=StreamingResponse,
+            responses={200: {"content": {"text/plain": {}}, "description": "the log (streamed)"},
+                       404: {"description": "no such run, hook or attempt, or no pod (not started or cleaned up)"}})
+async def get_logs(name: str, state: StateDep, who: Identity, namespace: Namespace = "default",
+                   hook: str | None = None, attempt: int | None = Query(None, ge=1),
+                   follow: bool = False) -> StreamingResponse:
+    """The agent's log (or `hook`'s) of the last attempt (or `attempt`), followed while it runs with `follow`."""
+    run = await read_run(state, namespace, name)
+    try:
+        _target, chunks = await run_log(state.kube, namespace, run, hook=hook, attempt=attempt, follow=follow)
+    except NoLog as e:
+        raise HTTPException(status_code=404, detail=str(e)) from e
+    return StreamingResponse(chunks, media_type="text/plain; charset=utf-8",
+                             headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})

@@ -1,0 +1,115 @@
+"""What the JSON API (api/main.py) and the console (api/console/) both do to runs: read, create, delete, and
+decide a gate. One code path each, so a verdict from the console passes the same `gatePolicy` check, is refused
+the same way and records the same identity as one sent to `POST /api/v1/runs/{name}/gate-verdict`.
+
+Failures are HTTPExceptions with the JSON API's statuses and messages; the console shows their detail as text.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, cast
+
+from fastapi import HTTPException
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from models.agentrun import TERMINAL_PHASES
+from models.gate import GateView, Verdict
+from models.kube import NotFound
+from models.names import AGENTRUNS, AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, LABEL_INSTANCE, VERSION
+from workflows.agent_run import AgentRunWorkflow
+
+from . import admission
+from .auth import Caller
+from .authority import Unreadable, gate_authority, record_refusal
+from .deps import State
+
+ACTIONS = ("approve", "reject", "rewrite", "retry")
+
+
+async def read_run(state: State, ns: str, name: str) -> dict[str, Any]:
+    try:
+        return cast(dict[str, Any], await state.kube.call(
+            state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS, name,
+            action=f"read AgentRun {ns}/{name}"))
+    except NotFound as e:
+        raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{ns}"') from e
+
+
+async def create_run(state: State, who: str, namespace: str, *, agent_ref: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A new AgentRun of `agent_ref` (which must exist) with `spec` (agentRef added), stamped with `who`."""
+    try:
+        await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
+                              agent_ref, action=f"read Agent {namespace}/{agent_ref}")
+    except NotFound as e:
+        raise HTTPException(status_code=404,
+                            detail=f'agent "{agent_ref}" not found in namespace "{namespace}"') from e
+    spec = {"agentRef": agent_ref, **spec}
+    spec.setdefault("sessionKey", f"session-{time.time_ns()}")
+    obj = {"apiVersion": API_VERSION, "kind": "AgentRun",
+           "metadata": {"generateName": f"{agent_ref}-", "labels": {LABEL_INSTANCE: agent_ref},
+                        "annotations": {ANNOTATION_CREATED_BY: who}},
+           "spec": spec}
+    return cast(dict[str, Any], await state.kube.call(
+        state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS, obj,
+        action=f"create AgentRun in {namespace}"))
+
+
+async def delete_run(state: State, namespace: str, name: str) -> None:
+    try:
+        await state.kube.call(state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
+                              name, action=f"delete AgentRun {namespace}/{name}")
+    except NotFound as e:
+        raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{namespace}"') from e
+
+
+def check_verdict(action: Any, response: Any, reason: Any) -> None:
+    """400 for what is not a verdict (SPEC §7)."""
+    if action not in ACTIONS:
+        raise HTTPException(status_code=400, detail='action must be "approve", "reject", "rewrite", or "retry"')
+    if not isinstance(response, str) or not isinstance(reason, str):
+        raise HTTPException(status_code=400, detail="response and reason must be strings")
+    if action in ("reject", "rewrite") and not response:
+        raise HTTPException(status_code=400, detail="response is required for reject/rewrite actions")
+    if action == "retry" and not response:
+        raise HTTPException(status_code=400, detail="response (the reviewer's feedback) is required for retry")
+
+
+async def decide(state: State, caller: Caller, namespace: str, name: str, *, action: str, response: str,
+                 reason: str) -> GateView:
+    """The verdict of `caller` on the run's gate, after its `gatePolicy` allows it, as a Temporal Update."""
+    check_verdict(action, response, reason)
+    run = await read_run(state, namespace, name)
+    who = caller.identity
+    try:
+        authority = await gate_authority(admission.reader(state.kube, namespace), run)
+    except Unreadable as e:
+        raise HTTPException(status_code=503, detail=f"cannot check who may decide this run: {e}") from e
+    refusal = authority.refusal(who, caller.groups)
+    if refusal is not None:
+        state.refusals[f"api {refusal.rule}"] += 1
+        await record_refusal(state.kube, namespace=namespace, run=run, who=who, refusal=refusal, via="api")
+        raise HTTPException(status_code=403, detail=refusal.message)
+    st = run.get("status") or {}
+    wid = st.get("workflowId")
+    if st.get("phase") in TERMINAL_PHASES:
+        raise HTTPException(status_code=409, detail=f'run is {st["phase"]}: its gate can no longer take a verdict')
+    if not wid or state.temporal is None:
+        raise HTTPException(status_code=409, detail="the run has not started yet; retry in a moment")
+    verdict = Verdict(action=action, response=response, reason=reason, decided_by=who, source="api")
+    handle = state.temporal.get_workflow_handle(wid)
+    try:
+        view: GateView = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
+    except WorkflowUpdateFailedError as e:
+        state.verdicts["refused"] += 1
+        cause = e.cause
+        raise HTTPException(status_code=409, detail=getattr(cause, "message", None) or str(e)) from e
+    except RPCError as e:
+        if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+            raise HTTPException(status_code=409, detail="the run's workflow has finished") from e
+        raise HTTPException(status_code=503, detail=f"temporal is unavailable: {e.message}") from e
+    state.verdicts[view.state] += 1
+    if view.state == "none":
+        raise HTTPException(status_code=409, detail="the run has no gate (no postRun hook with gate: true)")
+    return view

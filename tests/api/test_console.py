@@ -1,0 +1,205 @@
+"""The console's sign-in, sessions and CSRF, and its files as served (the browser tests are tests/e2e/test_console.py).
+
+The app runs in-process without its lifespan: these routes refuse or redirect before they touch Kubernetes or
+Temporal, which is what is under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.auth import TokenFile
+from api.console.routes import STATIC, TEMPLATES, safe_next
+from api.console.sessions import COOKIE, SessionStore
+from api.main import create_app
+from api.settings import ApiSettings
+
+TOKEN = "t-console-0123456789"
+OTHER = "t-console-other-98765"
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tokens"
+    path.write_text(f"{TOKEN} alice@example.com reviewers\n{OTHER} bob@example.com\n")
+    return path
+
+
+def connect(app: object, base: str = "http://console.test") -> httpx.AsyncClient:
+    # No lifespan: these answers need neither Kubernetes nor Temporal.
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base,  # type: ignore[arg-type]
+                             follow_redirects=False)
+
+
+@pytest.fixture
+async def client(token_file: Path) -> AsyncIterator[httpx.AsyncClient]:
+    async with connect(create_app(ApiSettings(token_file=str(token_file)))) as c:
+        yield c
+
+
+async def sign_in(client: httpx.AsyncClient, token: str = TOKEN) -> str:
+    """Signs in; returns the page's CSRF token (from the runs page's sign-out form)."""
+    r = await client.post("/signin", data={"token": token, "next": "/signin"})
+    assert r.status_code == 303, r.text
+    page = await client.get("/signin")  # any page of a signed-in session shows its CSRF token in the sign-out form
+    m = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert m, page.text
+    return m.group(1)
+
+
+async def test_sign_in_sets_an_httponly_strict_session_cookie_that_is_not_the_token(client: httpx.AsyncClient) -> None:
+    r = await client.post("/signin", data={"token": TOKEN, "next": "/runs?namespace=x"})
+    assert r.status_code == 303 and r.headers["location"] == "/runs?namespace=x"
+    cookie = r.headers["set-cookie"]
+    attrs = {a.strip().split("=")[0].lower() for a in cookie.split(";")}
+    assert {"httponly", "path", "max-age"} <= attrs and "samesite=strict" in cookie.lower()
+    assert "secure" not in attrs  # plain HTTP here; over HTTPS it is Secure (below)
+    value = client.cookies[COOKIE]
+    assert TOKEN not in value and hashlib.sha256(TOKEN.encode()).hexdigest() not in value and len(value) >= 40
+
+
+async def test_the_cookie_is_secure_over_https(token_file: Path) -> None:
+    app = create_app(ApiSettings(token_file=str(token_file)))
+    async with connect(app, "https://console.test") as c:
+        r = await c.post("/signin", data={"token": TOKEN})
+    assert r.status_code == 303 and "secure" in {a.strip().lower() for a in r.headers["set-cookie"].split(";")}
+
+
+async def test_a_wrong_token_is_refused_as_text(client: httpx.AsyncClient) -> None:
+    r = await client.post("/signin", data={"token": "<b>nope</b>"})
+    assert r.status_code == 401 and "not a valid API token" in r.text
+    assert "<b>nope</b>" not in r.text and COOKIE not in r.headers.get("set-cookie", "")
+
+
+async def test_pages_send_the_unsigned_to_sign_in_and_fragments_get_401(client: httpx.AsyncClient) -> None:
+    r = await client.get("/runs?namespace=team-a")
+    assert r.status_code == 303 and r.headers["location"] == "/signin?next=%2Fruns%3Fnamespace%3Dteam-a"
+    r = await client.get("/runs/table", headers={"HX-Request": "true"})
+    assert r.status_code == 401 and r.headers["hx-redirect"].startswith("/signin?next=")
+    assert (await client.get("/events")).status_code == 401
+    assert (await client.get("/")).headers["location"] == "/runs"
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/runs/r1/verdict"), ("POST", "/new-run"),
+                                              ("POST", "/runs/r1/delete"), ("DELETE", "/runs/r1"),
+                                              ("POST", "/signout")])
+async def test_state_changing_requests_without_the_csrf_token_are_refused(client: httpx.AsyncClient, method: str,
+                                                                    path: str) -> None:
+    csrf = await sign_in(client)
+    body = {"action": "approve", "reason": "x", "agent": "a", "task": "t"}
+    r = await client.request(method, path, data=body)
+    assert r.status_code == 403 and "CSRF" in r.text
+    r = await client.request(method, path, data={**body, "csrf": csrf[:-2] + "xx"})
+    assert r.status_code == 403
+    r = await client.request(method, path, data=body, headers={"X-CSRF-Token": "wrong"})
+    assert r.status_code == 403
+    # Without a session the same request is told to sign in (no CSRF token can help it).
+    client.cookies.clear()
+    r = await client.request(method, path, data={**body, "csrf": csrf})
+    assert r.status_code == 401
+
+
+async def test_sign_out_needs_the_csrf_token_and_ends_the_session(client: httpx.AsyncClient) -> None:
+    csrf = await sign_in(client)
+    assert (await client.get("/signin")).text.count("Sign out") == 1
+    r = await client.post("/signout", headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 303 and r.headers["location"] == "/signin"
+    assert (await client.get("/runs")).status_code == 303  # the cookie is cleared, and the session gone
+    client.cookies.set(COOKIE, "anything")
+    assert (await client.get("/runs")).status_code == 303
+
+
+def revoke_alice(token_file: Path) -> None:
+    token_file.write_text(f"{OTHER} bob@example.com\n# alice's token revoked\n")
+    os.utime(token_file, (1, 1))  # a new mtime: the token file is read again
+
+
+async def test_a_token_removed_from_the_file_ends_its_sessions(token_file: Path) -> None:
+    app = create_app(ApiSettings(token_file=str(token_file)))
+    async with connect(app) as alice, connect(app) as bob:
+        await sign_in(alice)
+        await sign_in(bob, OTHER)
+        assert "alice@example.com" in (await alice.get("/signin")).text
+        revoke_alice(token_file)
+        assert (await alice.get("/runs")).status_code == 303
+        assert "alice@example.com" not in (await alice.get("/signin")).text
+        assert "bob@example.com" in (await bob.get("/signin")).text
+
+
+async def test_sessions_expire_and_keep_no_token(token_file: Path) -> None:
+    store = SessionStore(TokenFile(token_file), seconds=-1)
+    s = store.sign_in(TOKEN)
+    assert s is not None and s.identity == "alice@example.com"
+    assert TOKEN not in repr(s) and store.get(s.id) is None and len(store) == 0
+    live = SessionStore(TokenFile(token_file))
+    s2 = live.sign_in(TOKEN)
+    assert s2 is not None and live.get(s2.id) is s2 and s2.csrf != s2.id
+    assert live.sign_in("") is None and live.sign_in("nope") is None
+    assert not s2.csrf_ok("") and not s2.csrf_ok(None) and s2.csrf_ok(s2.csrf)
+
+
+async def test_insecure_without_tokens_signs_anyone_in_as_anonymous(tmp_path: Path) -> None:
+    store = SessionStore(TokenFile(tmp_path / "none"), insecure=True)
+    s = store.sign_in("")
+    assert s is not None and s.identity == "anonymous" and store.get(s.id) is s
+
+
+async def test_sign_in_only_goes_on_to_this_site() -> None:
+    assert safe_next("/runs/x?namespace=a") == "/runs/x?namespace=a"
+    for bad in ("//evil.example/x", "https://evil.example", "/\\evil.example", "", None, "runs"):
+        assert safe_next(bad) == "/runs"
+
+
+# -- the files, as the dashboard's were checked -------------------------------------------------------------------
+
+def csp(headers: dict[str, str] | object) -> dict[str, list[str]]:
+    value = headers["content-security-policy"]  # type: ignore[index]
+    return {d.split()[0]: d.split()[1:] for d in value.split(";") if d.strip()}
+
+
+@pytest.mark.parametrize(("path", "media_type"), [("/signin", "text/html"), ("/static/htmx.min.js", "text/javascript"),
+                                                  ("/static/sse.min.js", "text/javascript"),
+                                                  ("/static/console.css", "text/css")])
+async def test_each_file_is_served_with_its_type_and_a_strict_policy(client: httpx.AsyncClient, path: str, media_type: str) -> None:
+    r = await client.get(path)
+    assert r.status_code == 200 and r.headers["content-type"].split(";")[0] == media_type
+    policy = csp(r.headers)
+    assert policy["default-src"] == ["'none'"] and policy["script-src"] == ["'self'"]
+    assert policy["style-src"] == ["'self'"] and policy["connect-src"] == ["'self'"]
+    assert policy["base-uri"] == ["'none'"] and policy["frame-ancestors"] == ["'none'"]
+    assert policy["form-action"] == ["'self'"]
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["referrer-policy"] == "no-referrer"
+
+
+async def test_static_serves_only_its_own_files(client: httpx.AsyncClient) -> None:
+    for name in ("htmx.min.js", "sse.min.js", "console.css"):
+        assert (await client.get(f"/static/{name}")).content == (STATIC / name).read_bytes()
+    for bad in ("VENDORED.md", "..%2Froutes.py", ".hidden.js", "nope.js"):
+        assert (await client.get(f"/static/{bad}")).status_code == 404
+
+
+async def test_the_vendored_scripts_are_the_ones_recorded() -> None:
+    recorded = dict(re.findall(r"\| `([\w.]+\.js)` \| `[^`]+` \| `[^`]+` \| `([0-9a-f]{64})` \|",
+                               (STATIC / "VENDORED.md").read_text()))
+    assert set(recorded) == {"htmx.min.js", "sse.min.js"}
+    for name, digest in recorded.items():
+        assert hashlib.sha256((STATIC / name).read_bytes()).hexdigest() == digest, name
+
+
+async def test_templates_have_no_inline_script_style_or_handlers_and_never_turn_off_escaping() -> None:
+    for path in TEMPLATES.glob("*.html"):
+        html = path.read_text()
+        scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.S)
+        assert all(body == "" for body in scripts), path.name
+        assert all(re.search(r'src="/static/[\w.]+\.js"', tag) for tag in re.findall(r"<script\b[^>]*>", html))
+        assert "<style" not in html and re.search(r"\sstyle\s*=", html) is None, path.name
+        assert re.search(r"\son[a-z]+\s*=", html) is None, path.name
+        assert "|safe" not in html.replace(" ", "") and "autoescape" not in html, path.name
+        assert "hx-on" not in html and "js:" not in html, path.name
