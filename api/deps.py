@@ -7,7 +7,6 @@ on them while `api.main` imports the routers, without an import cycle.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Annotated, cast
 
@@ -18,6 +17,7 @@ from temporalio.client import Client
 from models.kube import Kube
 
 from .auth import ANONYMOUS, Caller, TokenFile
+from .metrics import ApiMetrics
 from .runwatch import RunWatch
 from .settings import ApiSettings
 
@@ -29,12 +29,13 @@ class State:
         self.custom = self.kube.custom
         self.temporal = temporal
         self.tokens = TokenFile(Path(settings.token_file) if settings.token_file else None)
-        # Started and stopped by the app's lifespan (api/main.py).
+        # Started and stopped by the app's lifespan (api/main.py), as are the metrics' verdict counts from it.
         self.runwatch = RunWatch(self.kube, settings.namespaces)
-        self.requests: Counter[str] = Counter()
-        self.verdicts: Counter[str] = Counter()
-        # Verdicts refused before they reached a workflow: "<via> <rule>" (via: admission or api).
-        self.refusals: Counter[str] = Counter()
+        self.metrics = ApiMetrics(self.runwatch)
+        # Verdicts through the API by outcome (`state.verdicts[outcome] += 1`); verdicts refused before they
+        # reached a workflow by "<via> <rule>" (via: admission or api). Both are Prometheus counters (api/metrics.py).
+        self.verdicts = self.metrics.verdicts_by_outcome
+        self.refusals = self.metrics.refusals
 
 
 def get_state(request: Request) -> State:

@@ -29,7 +29,7 @@ from models.names import AGENTRUNS, GROUP, VERSION
 from models.settings import user_agent
 from models.timestamps import parse_rfc3339
 
-from . import admission, codec, console, errors, logs, runops, schedules
+from . import admission, codec, console, errors, logs, metrics, runops, schedules
 from .auth import TokenFile
 from .deps import CallerDep, Identity, Namespace, State, StateDep
 from .settings import ApiSettings
@@ -190,26 +190,6 @@ async def readyz(state: StateDep) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
-@probes.get("/metrics", response_class=PlainTextResponse)
-async def metrics(state: StateDep) -> str:
-    lines = ["# HELP agentrun_api_requests_total API requests by route and status.",
-             "# TYPE agentrun_api_requests_total counter"]
-    for key, n in sorted(state.requests.items()):
-        route, _, code = key.rpartition(" ")
-        lines.append(f'agentrun_api_requests_total{{route="{route}",code="{code}"}} {n}')
-    lines += ["# HELP agentrun_gate_verdicts_total Gate verdicts by outcome.",
-              "# TYPE agentrun_gate_verdicts_total counter"]
-    for key, n in sorted(state.verdicts.items()):
-        lines.append(f'agentrun_gate_verdicts_total{{outcome="{key}"}} {n}')
-    lines += ["# HELP agentrun_verdicts_refused_total Verdicts refused before they reached a workflow (at admission "
-              "or by the API), by where and the rule.",
-              "# TYPE agentrun_verdicts_refused_total counter"]
-    for key, n in sorted(state.refusals.items()):
-        via, _, rule = key.partition(" ")
-        lines.append(f'agentrun_verdicts_refused_total{{via="{via}",rule="{rule}"}} {n}')
-    return "\n".join(lines) + "\n"
-
-
 def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
                temporal: Client | None = None) -> FastAPI:
     if not settings.insecure and not TokenFile(Path(settings.token_file) if settings.token_file else None).tokens():
@@ -223,22 +203,17 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
             t = await settings.temporal.connect()
         state = app.state.agentrun = State(settings, kube or settings.kube.api_client(user_agent=user_agent("api")), t)
         await state.runwatch.start()
+        await state.metrics.start()
         try:
             yield
         finally:
+            await state.metrics.stop()
             await state.runwatch.stop()
 
     app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan,
                   description="AgentRuns on Temporal: runs, response-gate verdicts, probes.")
 
-    @app.middleware("http")
-    async def count(request: Request, call_next: Any) -> Any:
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "other")
-        if hasattr(request.app.state, "agentrun"):
-            request.app.state.agentrun.requests[f"{path} {response.status_code}"] += 1
-        return response
+    metrics.install(app)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

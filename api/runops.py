@@ -100,7 +100,8 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     verdict = Verdict(action=action, response=response, reason=reason, decided_by=who, source="api")
     handle = state.temporal.get_workflow_handle(wid)
     try:
-        view: GateView = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
+        with state.metrics.verdict_seconds.time():
+            view: GateView = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
     except WorkflowUpdateFailedError as e:
         state.verdicts["refused"] += 1
         cause = e.cause

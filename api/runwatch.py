@@ -21,6 +21,7 @@ import copy
 import functools
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -181,6 +182,10 @@ class RunWatch:
     def list(self, namespace: str | None = None) -> Objs:
         """The runs as last seen (copies), of one namespace or all, by namespace and name."""
         return [copy.deepcopy(o) for k, o in sorted(self._runs.items()) if namespace is None or k[0] == namespace]
+
+    def peek(self) -> Iterator[Obj]:
+        """The runs as held, not copies, for readers on the loop that only look (the metrics' counts)."""
+        return iter(list(self._runs.values()))
 
     def subscribe(self) -> Subscription:
         sub = Subscription(self, self.queue_size)

@@ -1,0 +1,146 @@
+"""The API's /metrics (prometheus_client, one registry per app) against localkube: requests by route with their
+latency, runs by phase and waiting for a verdict from the API's watch, and verdicts decided elsewhere counted once
+per run by source. (Verdicts through the API, on the real stack: tests/e2e/test_metrics.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client
+
+from api.deps import State
+from api.main import create_app
+from api.settings import ApiSettings
+from cli.up import install_crds
+from localkube.testing import Handle
+from models.names import AGENTRUNS, API_VERSION, GROUP, VERSION, lifecycle_subject
+from tests.metrics import sample, samples
+from tests.waiting import wait_for_async
+
+
+@pytest.fixture
+async def api(kube: client.ApiClient, localkube: Handle) -> AsyncIterator[tuple[httpx.AsyncClient, State]]:
+    install_crds(localkube.kubeconfig)
+    settings = ApiSettings(insecure=True)
+    state = State(settings, kube, None)
+    app = create_app(settings)
+    app.state.agentrun = state  # the lifespan would connect to Temporal: start what it starts by hand
+    await state.runwatch.start()
+    await state.metrics.start()
+    async with asyncio.timeout(30):
+        await state.metrics.following.wait()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as c:
+            yield c, state
+    finally:
+        await state.metrics.stop()
+        await state.runwatch.stop()
+
+
+class Runs:
+    """AgentRun calls off the event loop (the API's watch applies changes on it)."""
+
+    def __init__(self, kube: client.ApiClient, namespace: str) -> None:
+        self.custom: Any = client.CustomObjectsApi(kube)
+        self.namespace = namespace
+
+    async def create(self, name: str) -> None:
+        run = {"apiVersion": API_VERSION, "kind": "AgentRun", "metadata": {"name": name},
+               "spec": {"agentRef": "helper", "task": "t", "agentId": "primary", "sessionKey": name}}
+        await asyncio.to_thread(self.custom.create_namespaced_custom_object, GROUP, VERSION, self.namespace,
+                                AGENTRUNS, run)
+
+    async def status(self, name: str, **status: Any) -> None:
+        """Write the status as the worker would."""
+        await asyncio.to_thread(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, self.namespace,
+                                AGENTRUNS, name, {"status": status})
+
+    async def finished(self, name: str, **gate: Any) -> None:
+        await self.create(name)
+        await self.status(name, phase="Succeeded", gateVerdict=gate["state"], gate=gate)
+
+
+@pytest.fixture
+def runs(kube: client.ApiClient, namespace: str) -> Runs:
+    return Runs(kube, namespace)
+
+
+async def scrape(c: httpx.AsyncClient) -> str:
+    r = await c.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples(r.text)  # parses
+    return r.text
+
+
+async def test_requests_are_counted_by_route_template_and_status_with_their_latency(
+        api: tuple[httpx.AsyncClient, State], namespace: str) -> None:
+    c, _ = api
+    before = await scrape(c)
+    route = "/api/v1/runs/{name}"
+    for name in ("a", "b"):
+        assert (await c.get(f"/api/v1/runs/{name}", params={"namespace": namespace})).status_code == 404
+    assert (await c.get("/nothing-here")).status_code == 404
+    after = await scrape(c)
+
+    def moved(name: str, **labels: str) -> float:
+        return (sample(after, name, **labels) or 0) - (sample(before, name, **labels) or 0)
+    assert moved("agentrun_api_requests_total", route=route, code="404") == 2, "one series per route, not per run"
+    assert moved("agentrun_api_request_duration_seconds_count", route=route, method="GET") == 2
+    assert moved("agentrun_api_request_duration_seconds_sum", route=route, method="GET") > 0
+    assert moved("agentrun_api_requests_total", route="other", code="404") == 1
+    assert not any(name == "agentrun_api_requests_total" and "/api/v1/runs/a" in dict(labels).values()
+                   for name, labels in samples(after))
+
+
+async def test_runs_are_gauged_by_phase_and_waiting_for_a_verdict_per_namespace(
+        api: tuple[httpx.AsyncClient, State], namespace: str, runs: Runs) -> None:
+    c, _ = api
+    await runs.create("new")
+    await runs.create("waiting")
+    await runs.status("waiting", phase="PostRunning", gate={"state": "pending", "requestedAt": "2026-01-01T00:00:00Z"})
+    await runs.create("done")
+    await runs.status("done", phase="Succeeded")
+
+    async def gauged() -> str | None:
+        text = await scrape(c)
+        return text if sample(text, "agentrun_runs", namespace=namespace, phase="Succeeded") == 1 else None
+    text = await wait_for_async(gauged, timeout=30, what="the finished run in the gauges")
+    assert sample(text, "agentrun_runs", namespace=namespace, phase="Pending") == 1, "no status yet: Pending"
+    assert sample(text, "agentrun_runs", namespace=namespace, phase="PostRunning") == 1
+    assert sample(text, "agentrun_runs_awaiting_verdict", namespace=namespace) == 1
+    assert sample(text, "agentrun_api_runwatch_synced") == 1
+
+
+async def test_verdicts_decided_elsewhere_are_counted_once_per_run_by_source_and_outcome(
+        api: tuple[httpx.AsyncClient, State], namespace: str, runs: Runs) -> None:
+    c, _ = api
+    before = await scrape(c)
+
+    def moved(text: str, source: str, outcome: str) -> float:
+        labels = {"source": source, "outcome": outcome}
+        return (sample(text, "agentrun_verdicts_total", **labels) or 0) - \
+            (sample(before, "agentrun_verdicts_total", **labels) or 0)
+
+    await runs.finished("by-hook", state="approved", source="annotation",
+                        decidedBy=lifecycle_subject(namespace, "by-hook"))
+    await runs.finished("by-someone", state="rejected", source="annotation", decidedBy="unverified")
+    await runs.finished("timed-out", state="timeout", source="timeout", decidedBy="gate-default")
+    await runs.finished("via-temporal", state="approved", source="temporal", decidedBy="temporal:bob")
+    await runs.finished("via-api", state="approved", source="api", decidedBy="alice")
+    # A later change of a counted run (the worker's cleanup, a label) does not count it again; the run after it is
+    # counted after that change was seen (one subscriber, in order).
+    await runs.status("by-hook", phase="Succeeded", completedAt="2026-01-01T00:00:00Z")
+    await runs.finished("last", state="timeout", source="timeout", decidedBy="gate-default")
+
+    async def counted() -> str | None:
+        text = await scrape(c)
+        return text if moved(text, "timeout", "timeout") == 2 else None
+    text = await wait_for_async(counted, timeout=30, what="both timed-out runs counted")
+    assert moved(text, "gate-hook", "approved") == 1, "an annotation the run's own gate hook wrote"
+    assert moved(text, "annotation", "rejected") == 1
+    assert moved(text, "temporal", "approved") == 1
+    assert moved(text, "api", "approved") == 0, "an API verdict is counted where the API takes it"
