@@ -22,6 +22,7 @@ from models.base import FieldProblem, PolicyViolation
 from models.evaluate import Reader, evaluate_run
 from models.events import RunEvent
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
+from models.informer import Informer
 from models.kube import (
     BadRequest,
     Conflict,
@@ -72,7 +73,6 @@ from models.steps import (
 from . import manifests as mf
 from .errors import application_error, kube_activity
 from .events import EventActivities
-from .informer import Informer
 from .manifests import RUN_MARKER, SKIP_MARKER
 from .results import AgentOutcome, agent_outcome, skip_reason
 

@@ -1,5 +1,5 @@
 """The list-then-watch loop of client-go's reflector, shared by the worker's view of Jobs, pods and definitions
-(activities/informer.py) and the API's view of runs (api/runwatch.py).
+(models/informer.py) and the API's view of runs (api/runwatch.py).
 
 One thread per stream: list (the stream replaces what it held of its scope), watch from the list's
 resourceVersion, go on from the last event's (or bookmark's) version when a watch ends (a watch is renewed every

@@ -9,15 +9,16 @@ import sys
 
 from pydantic import ValidationError
 from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from activities.events import EventActivities
-from activities.informer import Informer
 from activities.kube import KubeActivities
 from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
 from activities.slots import SlotActivities
 from models.codec import EncryptionCodec
+from models.informer import Informer
 from models.kube import Kube
 from models.search_attributes import (
     SearchAttributeConflict,
@@ -37,8 +38,19 @@ from .settings import WorkerSettings
 log = logging.getLogger("agentrun.worker")
 
 
+def runtime(settings: WorkerSettings) -> Runtime | None:
+    """The SDK core's runtime serving its metrics at AGENTRUN_METRICS_ADDRESS; None: the default one, no metrics."""
+    if not settings.metrics_address:
+        return None
+    host, sep, port = settings.metrics_address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise SettingsError(f"AGENTRUN_METRICS_ADDRESS: {settings.metrics_address!r} is not host:port")
+    # The SDK's own names and units (as Temporal's published SDK dashboards expect them).
+    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=settings.metrics_address)))
+
+
 async def connect(settings: WorkerSettings) -> Client:
-    return await settings.temporal.connect()
+    return await settings.temporal.connect(runtime=runtime(settings))
 
 
 def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer | None = None) -> Worker:

@@ -85,7 +85,11 @@ class _Stream(ListWatch):
 
 class Informer:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, *,
-                 watch_seconds: int = WATCH_SECONDS) -> None:
+                 watch_seconds: int = WATCH_SECONDS, kinds: tuple[str, ...] = (*_TYPES, *DEFINITIONS)) -> None:
+        """`kinds`: what to hold, of jobs, pods and DEFINITIONS (the API holds only the definitions)."""
+        unknown = set(kinds) - {*_TYPES, *DEFINITIONS}
+        if unknown:
+            raise ValueError(f"an informer holds jobs, pods and {', '.join(DEFINITIONS)}, not {sorted(unknown)}")
         self.stopping = threading.Event()
         self.watch_seconds = watch_seconds
         self._api = kube.api
@@ -98,16 +102,14 @@ class Informer:
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._streams: list[_Stream] = []
         for ns in namespaces or [""]:
-            if ns:
-                self._streams += [_Stream(self, "jobs", ns, kube.batch.list_namespaced_job),
-                                  _Stream(self, "pods", ns, kube.core.list_namespaced_pod)]
-                self._streams += [_Stream(self, plural, ns, functools.partial(
-                    kube.custom.list_namespaced_custom_object, GROUP, VERSION, plural=plural)) for plural in DEFINITIONS]
-            else:
-                self._streams += [_Stream(self, "jobs", "", kube.batch.list_job_for_all_namespaces),
-                                  _Stream(self, "pods", "", kube.core.list_pod_for_all_namespaces)]
-                self._streams += [_Stream(self, plural, "", functools.partial(
-                    kube.custom.list_cluster_custom_object, GROUP, VERSION, plural)) for plural in DEFINITIONS]
+            lists: dict[str, Callable[..., Any]] = (
+                {"jobs": kube.batch.list_namespaced_job, "pods": kube.core.list_namespaced_pod} if ns else
+                {"jobs": kube.batch.list_job_for_all_namespaces, "pods": kube.core.list_pod_for_all_namespaces})
+            for plural in DEFINITIONS:
+                lists[plural] = (functools.partial(kube.custom.list_namespaced_custom_object, GROUP, VERSION,
+                                                   plural=plural) if ns else
+                                 functools.partial(kube.custom.list_cluster_custom_object, GROUP, VERSION, plural))
+            self._streams += [_Stream(self, kind, ns, lists[kind]) for kind in kinds]
 
     def start(self) -> None:
         for s in self._streams:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from activities.informer import Informer
 from cli.up import install_crds
 from localkube.testing import Handle
+from models.informer import Informer
 from models.kube import Kube
 from models.names import LABEL_RUN
 from tests.waiting import wait_for
