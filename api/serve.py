@@ -47,12 +47,19 @@ class OnlyPaths:
         await self.app(scope, receive, send)
 
 
+# Open event streams and log follows (the console's) never end by themselves: on shutdown uvicorn waits this long
+# for them, then closes them (their browsers connect again to the next process).
+GRACEFUL_SHUTDOWN_SECONDS = 3
+
+
 def servers(settings: ApiSettings, *, host: str, port: int) -> list[uvicorn.Server]:
     app = create_app(settings)
     tls: dict[str, Any] = {"ssl_certfile": settings.tls_cert_file or None, "ssl_keyfile": settings.tls_key_file or None}
     if not settings.webhook_port:
-        return [uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", **tls))]
-    api = uvicorn.Config(OnlyPaths(app, deny=(ADMISSION,)), host=host, port=port, log_level="warning")
+        return [uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                              timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, **tls))]
+    api = uvicorn.Config(OnlyPaths(app, deny=(ADMISSION,)), host=host, port=port, log_level="warning",
+                         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
     # The app's lifespan (clients to Kubernetes and Temporal) runs once, on the API's listener; the webhook's
     # listener serves the same app object and so the same state.
     if settings.webhook_client_ca_file:

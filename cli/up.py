@@ -158,7 +158,9 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
                   "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name]),
                   # The UI's page calls the codec from its own origin (by either name of the host).
                   "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([temporal.ui_url,
-                                                             f"http://localhost:{temporal.ui_port}"])},
+                                                             f"http://localhost:{temporal.ui_port}"]),
+                  # The console links each run to its workflow in this UI.
+                  "AGENTRUN_TEMPORAL_UI_URL": temporal.ui_url},
                  state_dir)
     info["api"] = f"http://127.0.0.1:{api_port}"
     info["codec"] = f"{info['api']}/codec"

@@ -294,6 +294,8 @@ def stack(localkube: Handle, temporal: TemporalDevServer, tmp_path_factory: pyte
         nats.stop()
 
 
+# Where the session's API says the Temporal UI is (its dev server runs headless: the console's links point there).
+TEMPORAL_UI = "http://127.0.0.1:8233"
 # Bearer tokens of the session's API process and the identities they map to.
 API_TOKENS = {"t-alice-0123456789": "alice@example.com", "t-bob-9876543210": "bob@example.com",
               "t-fuzz-0123456789abcdef": "fuzzer@example.com"}
@@ -308,7 +310,8 @@ def api_server(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     tokens = d / "tokens"
     tokens.write_text("# token identity\n" + "".join(f"{t} {who}\n" for t, who in API_TOKENS.items()))
     port = free_port()
-    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port)}
+    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port),
+           "AGENTRUN_TEMPORAL_UI_URL": TEMPORAL_UI}
     base = f"http://127.0.0.1:{port}"
     with api_process(env, d / "api.log", {base + "/readyz": True}):
         yield base
