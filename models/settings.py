@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
     from temporalio.client import Client
     from temporalio.converter import DataConverter
+    from temporalio.runtime import Runtime
     from temporalio.service import TLSConfig
 
     from .codec import EncryptionCodec
@@ -130,13 +131,13 @@ class TemporalSettings(BaseModel):
                                    payload_converter_class=SealAwarePayloadConverter,
                                    failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
 
-    async def connect(self, *, lazy: bool = False) -> Client:
+    async def connect(self, *, lazy: bool = False, runtime: Runtime | None = None) -> Client:
         """The one way every process and the CLI connect (pydantic payloads, the payload codec, TLS and API key as
-        set)."""
+        set); `runtime`: the SDK core's own (the worker's, exporting its metrics), else the default one."""
         from temporalio.client import Client
 
         return await Client.connect(self.address, namespace=self.namespace, data_converter=self.data_converter(),
-                                    tls=self.tls_config(), api_key=self.api_key(), lazy=lazy)
+                                    tls=self.tls_config(), api_key=self.api_key(), lazy=lazy, runtime=runtime)
 
 
 class KubeSettings(BaseModel):

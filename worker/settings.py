@@ -20,6 +20,10 @@ class WorkerSettings(BaseSettings):
     kube: KubeSettings = KubeSettings()
     nats: NatsSettings = NatsSettings()
     health: HealthSettings = HealthSettings()
+    # host:port where the Temporal SDK's own metrics (task slots, poll and schedule-to-start latencies, activity and
+    # workflow task counts: `temporal_*`) are served for Prometheus at /metrics; empty: not served. The chart
+    # serves them on 9464 (worker.sdkMetricsPort); the embedded stack does not (its processes share one host).
+    metrics_address: str = ""
     agent_image: str = DEFAULT_AGENT_IMAGE
     # How long a run waits for a Job event before checking the Job itself.
     fallback_poll_seconds: int = 60
