@@ -1,23 +1,38 @@
-"""The `agentrun` command line: the embedded stack, runs, and the processes themselves."""
+"""The `agentrun` command line: the embedded stack, runs, schedules, and the processes themselves.
+
+A click group in kopf's manner (kopf/cli.py): `auto_envvar_prefix="AGENTRUN"` and one decorator that gives every
+command the shared options (cli/options.py), so they go before or after the command. Output formats are in
+cli/output.py; failures print one line and exit non-zero (`main`), never a traceback.
+"""
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import click
+import yaml
+from click.shell_completion import CompletionItem, get_completion_class
+from kubernetes.config import ConfigException
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from urllib3.exceptions import HTTPError
 
+from models.kube import KubeError, kube_error
 from models.process import run_main
 from models.settings import TemporalSettings
 
-from . import runs, schedules
-from .api import Api
-from .up import DEFAULT_STATE_DIR, down, endpoints, up
+from . import follow, runs, schedules
+from .api import Api, ApiError
+from .errors import CliError
+from .options import Target, global_options, group_options, output_option
+from .up import down, endpoints, up
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SERVERS = ("worker", "bridge", "api")
 
 
 class CliSettings(BaseSettings):
@@ -28,187 +43,425 @@ class CliSettings(BaseSettings):
     temporal: TemporalSettings = TemporalSettings()
 
 
-def _session(args: argparse.Namespace) -> runs.Session:
-    state = args.state_dir
-    if (state / "endpoints.json").exists():
-        info = endpoints(state)
-        return runs.Session(info["kubeconfig"], info.get("temporal_ui", ""))
-    kubeconfig = os.environ.get("KUBECONFIG")
-    if not kubeconfig:
-        raise SystemExit(f"no stack in {state} and no KUBECONFIG set; run `agentrun up` first")
-    return runs.Session(kubeconfig)
+class Command(click.Command):
+    """argparse's lowercase "usage:" line (scripts and the image's tests read it)."""
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, " ".join(self.collect_usage_pieces(ctx)), prefix="usage: ")
+
+
+class Group(click.Group):
+    command_class = Command
+    group_class = type  # subgroups are Groups too
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, " ".join(self.collect_usage_pieces(ctx)), prefix="usage: ")
+
+
+class Failure(click.ClickException):
+    """A failure below the command line as click reports it: `agentrun: <one line>` on stderr, exit code 1."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"agentrun: {self.message}", file=file or sys.stderr)
+
+
+class Root(Group):
+    """The root group maps every failure it knows to one line and an exit code (so does click's own runner)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CliError as e:
+            raise Failure(e.message) from e
+        except ApiError as e:
+            raise Failure(e.detail) from e
+        except KubeError as e:
+            raise Failure(str(e)) from e
+        except ConfigException as e:
+            raise Failure(f"kubeconfig: {e}") from e
+        except (HTTPError, OSError) as e:  # a connection the layers above did not name
+            raise Failure(str(kube_error(e, action="talk to Kubernetes"))) from e
+
+
+CONTEXT = {"auto_envvar_prefix": "AGENTRUN", "help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+def session(target: Target) -> runs.Session:
+    """Kubernetes for reads and `apply`; the stack's Temporal UI for links when it is the stack's cluster."""
+    kubeconfig = target.kubeconfig_path()
+    stack = target.endpoints()
+    ui = str(stack.get("temporal_ui") or "") if stack.get("kubeconfig") == kubeconfig else ""
+    return runs.Session(kubeconfig, ui, context=target.context)
+
+
+def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Run names from the cluster, where a stack or kubeconfig is at hand and answers within 2s."""
+    target = Target()
+    for c in reversed([ctx, *_parents(ctx)]):
+        target = Target(**{k: c.params.get(k) for k in ("state_dir", "namespace", "context", "kubeconfig",
+                                                        "api", "token")}).over(target)
+    try:
+        return [CompletionItem(n) for n in runs.names(session(target), target.ns, incomplete)]
+    except Exception:  # completion offers what it can; a shell must never see a failure
+        return []
+
+
+def _parents(ctx: click.Context) -> list[click.Context]:
+    out = []
+    while ctx.parent is not None:
+        ctx = ctx.parent
+        out.append(ctx)
+    return out
+
+
+RUN_NAME = click.argument("name", shell_complete=complete_runs)
+
+
+@click.group(cls=Root, context_settings=CONTEXT)
+@group_options
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Run AI agents on Kubernetes with Temporal.
+
+    \b
+    These options go before or after the command (the command's copy wins) and read AGENTRUN_STATE_DIR,
+    AGENTRUN_NAMESPACE, AGENTRUN_CONTEXT, AGENTRUN_KUBECONFIG, AGENTRUN_API, AGENTRUN_TOKEN. Reads use Kubernetes
+    (the stack's kubeconfig, --kubeconfig or KUBECONFIG); user actions (run, delete, approve, reject, rewrite,
+    retry, schedules) go through the agentrun API as its token's identity.
+    """
+    if ctx.invoked_subcommand not in SERVERS:  # the servers configure their own logging (INFO)
+        logging.basicConfig(level=logging.WARNING)
+
+
+# -- the embedded stack ----------------------------------------------------------------------------------------------
+
+
+@cli.command("up")
+@global_options
+@click.option("--detach", is_flag=True, help="return once healthy, leaving the stack running")
+@click.option("--in-cluster", is_flag=True, help="install the worker, the bridge and the API into localkube from "
+                                                 "the Helm chart (pods with their own ServiceAccounts) instead of "
+                                                 "running them as host processes")
+def up_command(target: Target, detach: bool, in_cluster: bool) -> int:
+    """Start the embedded stack (Temporal, localkube, NATS, worker, bridge, API) in the state directory."""
+    return up(target.state, detach=detach, in_cluster=in_cluster)
+
+
+@cli.command("down")
+@global_options
+def down_command(target: Target) -> int:
+    """Stop the embedded stack of the state directory."""
+    return down(target.state)
+
+
+@cli.command("demo")
+@global_options
+@click.option("--demo-state-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".state/demo"),
+              show_default=True, help="the demo's own stack")
+def demo_command(target: Target, demo_state_dir: Path) -> int:
+    """Up, run the lifecycle example to the end, print it, down."""
+    return demo(demo_state_dir.resolve())
 
 
 def demo(state_dir: Path) -> int:
-    """Bring the embedded stack up, run the lifecycle example to the end, print it, stop."""
     up(state_dir, detach=True, fallback_poll_seconds=10)
     try:
         info = endpoints(state_dir)
         s = runs.Session(info["kubeconfig"], info["temporal_ui"])
         files = [EXAMPLES / "agent.yaml", EXAMPLES / "prerun-context.yaml"]
-        code = runs.apply(s, files, "default", wait=True, timeout=180)
+        code = follow.apply(s, files, "default", wait=True, timeout=180)
         print(f"(the stack is still up while this prints; Temporal UI: {info['temporal_ui']})")
         return code
     finally:
         down(state_dir)
 
 
-def _schedule_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sc = sub.add_parser("schedules", help="list, inspect, pause, resume, trigger and backfill SympoziumSchedules "
-                                          "(through the HTTP API)")
-    ops = sc.add_subparsers(dest="op", required=True)
-    ops.add_parser("list", help="the schedules of a namespace with their phase and next run")
-    for op, text in (("get", "show one schedule (spec and status)"),
-                     ("pause", "set spec.suspend: true (no tick fires until resumed)"),
-                     ("resume", "set spec.suspend: false"),
-                     ("trigger", "run one tick now (concurrencyPolicy applies)")):
-        ops.add_parser(op, help=text).add_argument("name")
-    bf = ops.add_parser("backfill", help="run every tick of a past range [--from, --to): --from's tick runs, "
-                                         "--to's does not")
-    bf.add_argument("name")
-    bf.add_argument("--from", dest="start", required=True, metavar="TIME", help="RFC 3339, e.g. 2026-01-15T08:00:00Z")
-    bf.add_argument("--to", dest="end", required=True, metavar="TIME", help="RFC 3339, after --from, not in the future")
-    for p in ops.choices.values():
-        p.add_argument("-n", "--namespace", default="default")
+@cli.command("config")
+@global_options
+def config_command(target: Target) -> int:
+    """Print where the commands will go: the state directory, namespace, kubeconfig and context, API and token
+    (its first characters), after the options, the AGENTRUN_* variables and the stack's endpoints.json."""
+    print(yaml.safe_dump(target.resolved(), sort_keys=False), end="")
+    return 0
 
 
-def _schedules(args: argparse.Namespace) -> int:
-    api = Api.locate(args.state_dir)
-    if args.op == "list":
-        return schedules.list_schedules(api, args.namespace)
-    if args.op == "get":
-        return schedules.get_schedule(api, args.namespace, args.name)
-    if args.op in ("pause", "resume"):
-        return schedules.set_suspend(api, args.namespace, args.name, suspend=args.op == "pause")
-    if args.op == "trigger":
-        return schedules.trigger(api, args.namespace, args.name)
-    return schedules.backfill(api, args.namespace, args.name, start=args.start, end=args.end)
+# -- runs ----------------------------------------------------------------------------------------------------------
+
+
+@cli.command("apply")
+@global_options
+@click.option("-f", "--filename", "files", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              multiple=True, required=True, help="a YAML file (repeatable)")
+@click.option("--wait", is_flag=True, help="follow each AgentRun until it ends: a live status line per run (phase, "
+                                           "gate, elapsed), the approve command when a gate waits, then the result")
+@click.option("--timeout", type=float, default=600, show_default=True, help="seconds --wait waits")
+def apply_command(target: Target, files: tuple[Path, ...], wait: bool, timeout: float) -> int:
+    """Create Agents, AgentRuns and other objects from YAML.
+
+    A Kubernetes write, declarative as `kubectl apply`: it acts as your kubeconfig's user (the admission webhook
+    stamps that user as a run's creator), not through the API. `agentrun run` creates a run through the API."""
+    return follow.apply(session(target), list(files), target.ns, wait=wait, timeout=timeout)
+
+
+@cli.command("list")
+@global_options
+@click.option("-A", "--all-namespaces", is_flag=True, help="runs of every namespace")
+@click.option("--awaiting-approval", is_flag=True, help="only runs whose gate waits for a verdict")
+@output_option()
+def list_command(target: Target, all_namespaces: bool, awaiting_approval: bool, output: str) -> int:
+    """List AgentRuns (from Kubernetes)."""
+    return runs.list_runs(session(target), None if all_namespaces else target.ns, fmt=output,
+                          awaiting_approval=awaiting_approval)
+
+
+@cli.command("get")
+@global_options
+@RUN_NAME
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default=None,
+              help="yaml (the default), json, or a table row; with -w, table rows unless asked")
+@click.option("-w", "--watch", is_flag=True, help="print the run, then again on every change, until it ends")
+def get_command(target: Target, name: str, output: str | None, watch: bool) -> int:
+    """Show one AgentRun (from Kubernetes)."""
+    s = session(target)
+    if watch:
+        return runs.watch_run(s, target.ns, name, fmt=output or "table")
+    return runs.get_run(s, target.ns, name, fmt=output or "yaml")
+
+
+@cli.command("logs")
+@global_options
+@RUN_NAME
+@click.option("-f", "--follow", is_flag=True, help="stream the log while the pod runs (waiting for it to start)")
+@click.option("--hook", metavar="HOOK", help="a lifecycle hook's log instead of the agent's")
+@click.option("--attempt", type=click.IntRange(min=1),
+              help="a retried run's attempt (default: the last) for the agent and the gate hook")
+def logs_command(target: Target, name: str, follow: bool, hook: str | None, attempt: int | None) -> int:
+    """The agent's log, or a hook's with --hook."""
+    return runs.logs(session(target), target.ns, name, hook, attempt, follow_log=follow)
+
+
+def _env_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        key, sep, value = v.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{v!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+@cli.command("run")
+@global_options
+@click.argument("agent")
+@click.option("--task", required=True, help="what the agent is asked to do")
+@click.option("--model", help="the model (spec.model.model), instead of the Agent's")
+@click.option("--provider", help="the model's provider (spec.model.provider)")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", callback=_env_pairs,
+              help="an environment variable for the agent (repeatable)")
+@click.option("--wait", is_flag=True, help="follow the run until it ends (as apply --wait)")
+@click.option("--timeout", type=float, default=600, show_default=True, help="seconds --wait waits")
+def run_command(target: Target, agent: str, task: str, model: str | None, provider: str | None,
+                env: dict[str, str], wait: bool, timeout: float) -> int:
+    """Start a run of AGENT through the API (POST /api/v1/runs), as the token's identity."""
+    name = runs.create_run(Api.of(target), target.ns, agent=agent, task=task, model=model, provider=provider,
+                           env=env)
+    if name is None:
+        return 1
+    if not wait:
+        return 0
+    phases = follow.follow(session(target), [(target.ns, name)], timeout=timeout)
+    return 0 if phases.get(name) in ("Succeeded", "Skipped") else 1
+
+
+@cli.command("delete")
+@global_options
+@click.argument("names", nargs=-1, required=True, shell_complete=complete_runs)
+def delete_command(target: Target, names: tuple[str, ...]) -> int:
+    """Delete runs through the API (DELETE /api/v1/runs/NAME), as the token's identity."""
+    return runs.delete_runs(Api.of(target), target.ns, list(names))
+
+
+def _verdict_command(action: str, text: str, *, option: str, required: bool, help_: str) -> None:
+    @cli.command(action, help=text + " Through the API, as the token's identity (recorded as the gate's decidedBy).")
+    @global_options
+    @RUN_NAME
+    @click.option(option, "response", default="", required=False, help=help_ + (" (required)" if required else ""))
+    @click.option("--reason", default="", help="why (kept with the verdict)")
+    def command(target: Target, name: str, response: str, reason: str) -> int:
+        return runs.verdict(Api.of(target), target.ns, name, action, response=response, reason=reason)
+
+
+_verdict_command("approve", "Approve the response of a run waiting at its gate.", option="--response",
+                 required=False, help_="a text that replaces the agent's response")
+_verdict_command("reject", "Reject the response of a run waiting at its gate, with a replacement.",
+                 option="--response", required=True, help_="the text that replaces the agent's response")
+_verdict_command("rewrite", "Rewrite the response of a run waiting at its gate.", option="--response",
+                 required=True, help_="the text that replaces the agent's response")
+_verdict_command("retry", "Send the response of a run waiting at its gate back: the agent runs again with the "
+                          "feedback (with lifecycle.retry; else a reject).", option="--feedback", required=True,
+                 help_="what the agent should do differently (it gets it with its task)")
+
+
+# -- schedules -----------------------------------------------------------------------------------------------------
+
+
+@cli.group("schedules", cls=Group)
+@group_options(root=False)
+def schedules_group() -> None:
+    """List, inspect, pause, resume, trigger and backfill SympoziumSchedules (through the API)."""
+
+
+@schedules_group.command("list")
+@global_options
+@output_option()
+def schedules_list(target: Target, output: str) -> int:
+    """The schedules of a namespace with their phase and next run."""
+    return schedules.list_schedules(Api.of(target), target.ns, fmt=output)
+
+
+@schedules_group.command("get")
+@global_options
+@click.argument("name")
+@output_option(default="yaml")
+def schedules_get(target: Target, name: str, output: str) -> int:
+    """Show one schedule (spec and status)."""
+    return schedules.get_schedule(Api.of(target), target.ns, name, fmt=output)
+
+
+def _schedule_op(op: str, text: str, call: Callable[[Api, str, str], int]) -> None:
+    @schedules_group.command(op, help=text)
+    @global_options
+    @click.argument("name")
+    def command(target: Target, name: str) -> int:
+        return call(Api.of(target), target.ns, name)
+
+
+_schedule_op("pause", "Set spec.suspend: true (no tick fires until resumed).",
+             lambda api, ns, name: schedules.set_suspend(api, ns, name, suspend=True))
+_schedule_op("resume", "Set spec.suspend: false.", lambda api, ns, name: schedules.set_suspend(api, ns, name,
+                                                                                              suspend=False))
+_schedule_op("trigger", "Run one tick now (concurrencyPolicy applies).", schedules.trigger)
+
+
+@schedules_group.command("backfill")
+@global_options
+@click.argument("name")
+@click.option("--from", "start", required=True, metavar="TIME", help="RFC 3339, e.g. 2026-01-15T08:00:00Z")
+@click.option("--to", "end", required=True, metavar="TIME", help="RFC 3339, after --from, not in the future")
+def schedules_backfill(target: Target, name: str, start: str, end: str) -> int:
+    """Run every tick of a past range [--from, --to): --from's tick runs, --to's does not."""
+    return schedules.backfill(Api.of(target), target.ns, name, start=start, end=end)
+
+
+# -- operating agentrun ----------------------------------------------------------------------------------------------
+
+
+@cli.group("temporal", cls=Group)
+def temporal_group() -> None:
+    """Prepare a Temporal namespace for agentrun."""
+
+
+@temporal_group.command("setup")
+@click.option("--address", help="host:port (default AGENTRUN_TEMPORAL__ADDRESS)")
+@click.option("--namespace", help="the Temporal namespace (default AGENTRUN_TEMPORAL__NAMESPACE)")
+def temporal_setup(address: str | None, namespace: str | None) -> int:
+    """Register the search attributes the workflows use (idempotent); settings from AGENTRUN_TEMPORAL__* (TLS,
+    API key)."""
+    from .temporal import setup
+
+    try:
+        temporal = CliSettings().temporal
+    except ValidationError as e:
+        raise CliError(f"temporal setup: {e}") from e
+    overrides = {k: v for k, v in (("address", address), ("namespace", namespace)) if v}
+    return setup(temporal.model_copy(update=overrides))
+
+
+@cli.group("codec", cls=Group)
+def codec_group() -> None:
+    """The payload codec's keys."""
+
+
+@codec_group.command("new-key")
+@click.option("--id", "key_id", default="", help="the key's ID (default: k<date>-<random>)")
+def codec_new_key(key_id: str) -> int:
+    """Print a fresh key line ('<id> <base64 key>') for a codec key file: put it first to write with it, keep the
+    old lines to read what they wrote."""
+    from models.codec import KeyFileError, new_key_line
+
+    try:
+        print(new_key_line(key_id))
+    except KeyFileError as e:
+        raise CliError(f"codec new-key: {e}") from e
+    return 0
+
+
+@cli.command("worker")
+def worker_command() -> int:
+    """Run the Temporal worker (settings from AGENTRUN_* variables)."""
+    from worker.main import main as worker_main
+
+    return worker_main()
+
+
+@cli.command("bridge")
+def bridge_command() -> int:
+    """Run the bridge (settings from AGENTRUN_* variables)."""
+    from bridge.main import main as bridge_main
+
+    return bridge_main()
+
+
+@cli.command("api")
+@click.option("--insecure", is_flag=True, help="serve without tokens")
+def api_command(insecure: bool) -> int:
+    """Run the HTTP API (settings from AGENTRUN_* variables)."""
+    from api.serve import main as api_main
+
+    return api_main(["--insecure"] if insecure else [])
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_command(shell: str) -> int:
+    """Print the shell completion script: `eval "$(agentrun completion bash)"` (or zsh; fish: `agentrun completion
+    fish | source`). Run names complete from the cluster."""
+    cls = get_completion_class(shell)
+    assert cls is not None  # every choice has a class
+    print(cls(cli, {}, "agentrun", "_AGENTRUN_COMPLETE").source())
+    return 0
+
+
+# -- entry points --------------------------------------------------------------------------------------------------
+
+
+@cli.result_callback()
+def _exit_code(result: Any, **_: Any) -> None:
+    """A command's int result is the process's exit code."""
+    if isinstance(result, int) and result:
+        click.get_current_context().exit(result)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="agentrun", description="Run AI agents on Kubernetes with Temporal.")
-    p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR,
-                   help=f"where the embedded stack keeps its state (default {DEFAULT_STATE_DIR})")
-    sub = p.add_subparsers(dest="command", required=True)
-    # `agentrun up --state-dir DIR` as well as `agentrun --state-dir DIR up`: the subcommand's copy only sets the
-    # value when given, so the global one (or its default) stands otherwise.
-    state = argparse.ArgumentParser(add_help=False)
-    state.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS,
-                       help=f"where the embedded stack keeps its state (default {DEFAULT_STATE_DIR})")
-    u = sub.add_parser("up", parents=[state], help="start the embedded stack (Temporal, localkube, NATS, worker, bridge)")
-    u.add_argument("--detach", action="store_true", help="return once healthy, leaving the stack running")
-    u.add_argument("--in-cluster", action="store_true",
-                   help="install the worker, the bridge and the API into localkube from the Helm chart (pods with "
-                        "their own ServiceAccounts) instead of running them as host processes")
-    sub.add_parser("down", parents=[state], help="stop the embedded stack")
-    a = sub.add_parser("apply", parents=[state], help="create Agents, AgentRuns and other objects from YAML")
-    a.add_argument("-f", "--filename", type=Path, action="append", required=True)
-    a.add_argument("-n", "--namespace", default="default")
-    a.add_argument("--wait", action="store_true", help="follow each AgentRun until it ends")
-    a.add_argument("--timeout", type=float, default=600)
-    ls = sub.add_parser("list", parents=[state], help="list AgentRuns")
-    ls.add_argument("-n", "--namespace", default="default")
-    ls.add_argument("-A", "--all-namespaces", action="store_true")
-    ls.add_argument("--awaiting-approval", action="store_true", help="only runs whose gate waits for a verdict")
-    for action, needs in (("approve", False), ("reject", True), ("rewrite", True)):
-        v = sub.add_parser(action, parents=[state], help=f"{action} the response of a run waiting at its gate")
-        v.add_argument("name")
-        v.add_argument("-n", "--namespace", default="default")
-        v.add_argument("--response", required=needs and action == "rewrite", default="",
-                       help="the text that replaces the agent's response")
-        v.add_argument("--reason", default="")
-    r = sub.add_parser("retry", parents=[state], help="send the response of a run waiting at its gate back: the agent "
-                                                      "runs again with the feedback (with lifecycle.retry; else a reject)")
-    r.add_argument("name")
-    r.add_argument("-n", "--namespace", default="default")
-    r.add_argument("--feedback", required=True, help="what the agent should do differently (it gets it with its task)")
-    r.add_argument("--reason", default="")
-    g = sub.add_parser("get", parents=[state], help="show one AgentRun")
-    g.add_argument("name")
-    g.add_argument("-n", "--namespace", default="default")
-    lg = sub.add_parser("logs", parents=[state], help="the agent's log, or a hook's with --hook")
-    lg.add_argument("name")
-    lg.add_argument("-n", "--namespace", default="default")
-    lg.add_argument("--hook")
-    lg.add_argument("--attempt", type=int, help="a retried run's attempt (default: the last) for the agent and the "
-                                                "gate hook")
-    _schedule_commands(sub)
-    tp = sub.add_parser("temporal", help="prepare a Temporal namespace for agentrun")
-    tops = tp.add_subparsers(dest="op", required=True)
-    ts = tops.add_parser("setup", help="register the search attributes the workflows use (idempotent); settings "
-                                       "from AGENTRUN_TEMPORAL__* (TLS, API key)")
-    ts.add_argument("--address", help="host:port (default AGENTRUN_TEMPORAL__ADDRESS)")
-    ts.add_argument("--namespace", help="Temporal namespace (default AGENTRUN_TEMPORAL__NAMESPACE)")
-    cp = sub.add_parser("codec", help="the payload codec's keys")
-    cops = cp.add_subparsers(dest="op", required=True)
-    nk = cops.add_parser("new-key", help="print a fresh key line ('<id> <base64 key>') for a codec key file: put it "
-                                         "first to write with it, keep the old lines to read what they wrote")
-    nk.add_argument("--id", default="", help="the key's ID (default: k<date>-<random>)")
-    sub.add_parser("worker", help="run the Temporal worker (settings from AGENTRUN_* variables)")
-    sub.add_parser("bridge", help="run the bridge (settings from AGENTRUN_* variables)")
-    ap = sub.add_parser("api", help="run the HTTP API (settings from AGENTRUN_* variables)")
-    ap.add_argument("--insecure", action="store_true", help="serve without tokens")
-    d = sub.add_parser("demo", help="up, run the lifecycle example to the end, down")
-    d.add_argument("--demo-state-dir", type=Path, default=Path(".state/demo"))
-    args = p.parse_args(argv)
-    args.state_dir = args.state_dir.resolve()
-    if args.command not in ("worker", "bridge", "api"):  # the servers configure their own logging (INFO)
-        logging.basicConfig(level=logging.WARNING)
-
-    if args.command == "up":
-        return up(args.state_dir, detach=args.detach, in_cluster=args.in_cluster)
-    if args.command == "down":
-        return down(args.state_dir)
-    if args.command == "demo":
-        return demo(args.demo_state_dir.resolve())
-    if args.command == "worker":
-        from worker.main import main as worker_main
-
-        return worker_main()
-    if args.command == "bridge":
-        from bridge.main import main as bridge_main
-
-        return bridge_main()
-    if args.command == "api":
-        from api.serve import main as api_main
-
-        return api_main(["--insecure"] if args.insecure else [])
-    if args.command == "schedules":
-        return _schedules(args)
-    if args.command == "codec":
-        from models.codec import KeyFileError, new_key_line
-
-        try:
-            print(new_key_line(args.id))
-        except KeyFileError as e:
-            raise SystemExit(f"agentrun codec new-key: {e}") from e
-        return 0
-    if args.command == "temporal":
-        from .temporal import setup
-
-        try:
-            temporal = CliSettings().temporal
-        except ValidationError as e:
-            raise SystemExit(f"agentrun temporal setup: {e}") from e
-        overrides = {k: v for k, v in (("address", args.address), ("namespace", args.namespace)) if v}
-        return setup(temporal.model_copy(update=overrides))
-    s = _session(args)
-    if args.command == "apply":
-        return runs.apply(s, args.filename, args.namespace, wait=args.wait, timeout=args.timeout)
-    if args.command == "list":
-        return runs.list_runs(s, None if args.all_namespaces else args.namespace,
-                              awaiting_approval=args.awaiting_approval)
-    if args.command in ("approve", "reject", "rewrite"):
-        return runs.verdict(Api.locate(args.state_dir), args.namespace, args.name, args.command,
-                            response=args.response, reason=args.reason)
-    if args.command == "retry":
-        return runs.verdict(Api.locate(args.state_dir), args.namespace, args.name, "retry",
-                            response=args.feedback, reason=args.reason)
-    if args.command == "get":
-        return runs.get_run(s, args.namespace, args.name)
-    if args.command == "logs":
-        return runs.logs(s, args.namespace, args.name, args.hook, args.attempt)
-    return 2
+    """Run the command line; its exit code. Every failure is one line on stderr."""
+    try:
+        result: Any = cli.main(args=argv, prog_name="agentrun", standalone_mode=False)
+    except click.exceptions.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Abort:
+        print("aborted", file=sys.stderr)
+        return 1
+    except SystemExit as e:  # the stack's own stops (`agentrun up`) say why in their message
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return result if isinstance(result, int) else 0
 
 
 def entry() -> None:

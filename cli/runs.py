@@ -1,18 +1,27 @@
-"""`agentrun apply | list | get | logs`: working with runs from a terminal."""
+"""`agentrun list | get | logs | run | delete` and the gate verdicts: working with runs from a terminal.
+
+Reads (list, get, logs, watching) go to Kubernetes directly; every user action (run, delete, approve, reject,
+rewrite, retry) goes through the HTTP API (cli/api.py), as the token's identity. `apply` (cli/follow.py) is the one
+Kubernetes write.
+"""
 
 from __future__ import annotations
 
+import codecs
+import json
 import sys
 import time
-from pathlib import Path
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import quote
 
 import yaml
-from kubernetes import client, config, utils, watch
+from kubernetes import client, config, watch
+from kubernetes.config import ConfigException
 
 from models.agentrun import TERMINAL_PHASES
-from models.kube import Conflict, KubeError, typed_errors
+from models.kube import Gone, NotFound, typed_errors
 from models.names import (
     AGENTRUNS,
     AGENTS,
@@ -25,110 +34,169 @@ from models.names import (
     job_name,
 )
 
+from . import output
 from .api import Api, ApiError
+from .errors import CliError
 
 PLURALS = {"Agent": AGENTS, "SympoziumInstance": "sympoziuminstances", "AgentRun": AGENTRUNS,
            "SympoziumSchedule": SCHEDULES, "SympoziumPolicy": POLICIES}
 
 
 class Session:
-    def __init__(self, kubeconfig: str, temporal_ui: str = "") -> None:
-        self.api = config.new_client_from_config(kubeconfig)
+    """A Kubernetes client from a kubeconfig (and context), and the Temporal UI for links."""
+
+    def __init__(self, kubeconfig: str, temporal_ui: str = "", *, context: str | None = None) -> None:
+        try:
+            self.api = config.new_client_from_config(kubeconfig, context=context)
+        except (ConfigException, OSError) as e:
+            raise CliError(f"cannot use the kubeconfig {kubeconfig}"
+                           + (f" (context {context})" if context else "") + f": {e}") from e
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
         self.temporal_ui = temporal_ui
 
     def run(self, ns: str, name: str) -> dict[str, Any]:
-        with typed_errors(f"read AgentRun {ns}/{name}"):
-            return cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, AGENTRUNS, name))
+        try:
+            with typed_errors(f"read AgentRun {ns}/{name}"):
+                return cast(dict[str, Any],
+                            self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, AGENTRUNS, name))
+        except NotFound as e:
+            raise CliError(f'agentrun/{name}: not found in namespace "{ns}"') from e
 
-
-def apply(s: Session, files: list[Path], namespace: str, *, wait: bool, timeout: float) -> int:
-    runs: list[str] = []
-    for f in files:
-        docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
-        for doc in docs:
-            kind = doc.get("kind", "")
-            name = doc.get("metadata", {}).get("name") or doc.get("metadata", {}).get("generateName", "")
-            ns = doc.get("metadata", {}).get("namespace") or namespace
-            if kind in PLURALS:
-                try:
-                    with typed_errors(f"create {kind} {ns}/{name}"):
-                        created = cast(dict[str, Any], s.custom.create_namespaced_custom_object(
-                            GROUP, VERSION, ns, PLURALS[kind], doc))
-                    name = created["metadata"]["name"]
-                    print(f"{kind.lower()}/{name} created")
-                except KubeError as e:
-                    if not isinstance(e, Conflict):
-                        print(f"{kind.lower()}/{name}: {e.message}", file=sys.stderr)
-                        return 1
-                    if kind == "AgentRun":
-                        print(f"agentrun/{name} already exists (a run executes once; delete it or pick a new name)",
-                              file=sys.stderr)
-                        return 1
-                    print(f"{kind.lower()}/{name} unchanged (exists)")
-                if kind == "AgentRun":
-                    runs.append(f"{ns}/{name}")
+    def runs(self, namespace: str | None) -> list[dict[str, Any]]:
+        with typed_errors(f"list AgentRuns in {namespace or 'all namespaces'}"):
+            if namespace:
+                items = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, AGENTRUNS)
             else:
-                try:
-                    utils.create_from_dict(s.api, doc, namespace=ns)
-                    print(f"{kind.lower()}/{name} created")
-                except utils.FailToCreateError as e:
-                    if all(getattr(x, "status", 0) == 409 for x in e.api_exceptions):
-                        print(f"{kind.lower()}/{name} unchanged (exists)")
-                    else:
-                        print(f"{kind.lower()}/{name}: {e}", file=sys.stderr)
-                        return 1
-    if not wait:
+                items = self.custom.list_cluster_custom_object(GROUP, VERSION, AGENTRUNS)
+        return list(cast(dict[str, Any], items).get("items", []))
+
+
+# -- rows ---------------------------------------------------------------------------------------------------------
+
+HEADER = ("NAME", "AGENT", "PHASE", "GATE", "AGE")
+WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CREATED BY")
+
+
+def row(run: dict[str, Any], *, wide: bool = False, namespace: bool = False) -> tuple[str, ...]:
+    meta, spec, st = run.get("metadata") or {}, run.get("spec") or {}, run.get("status") or {}
+    gate = st.get("gate") or {}
+    out: tuple[str, ...] = (meta.get("name", ""), str(spec.get("agentRef", "")), st.get("phase") or "",
+                            gate.get("state") or "", output.age(meta.get("creationTimestamp")))
+    if namespace:
+        out = (meta.get("namespace", ""), *out)
+    if wide:
+        usage = st.get("tokenUsage") or {}
+        out += (str((spec.get("model") or {}).get("model") or ""), str(st.get("attempt") or ""),
+                gate.get("decidedBy") or "", str(usage.get("totalTokens") or ""),
+                (meta.get("annotations") or {}).get("agentrun.dev/created-by", ""))
+    return out
+
+
+def header(*, wide: bool = False, namespace: bool = False) -> tuple[str, ...]:
+    return (("NAMESPACE",) if namespace else ()) + HEADER + (WIDE if wide else ())
+
+
+def list_runs(s: Session, namespace: str | None, *, fmt: str, awaiting_approval: bool = False) -> int:
+    items = s.runs(namespace)
+    if awaiting_approval:
+        items = [r for r in items if ((r.get("status") or {}).get("gate") or {}).get("state") == "pending"]
+    if fmt in ("json", "yaml"):
+        output.items(items, fmt)
         return 0
-    worst = 0
-    for key in runs:
-        ns, name = key.split("/", 1)
-        phase = follow(s, ns, name, timeout=timeout)
-        worst = max(worst, 0 if phase == "Succeeded" or phase == "Skipped" else 1)
-    return worst
+    wide, every = fmt == "wide", namespace is None
+    output.table(header(wide=wide, namespace=every), [row(r, wide=wide, namespace=every) for r in items])
+    return 0
 
 
-def follow(s: Session, ns: str, name: str, *, timeout: float) -> str:
-    """Print each phase as it happens; then the result or error and the Temporal UI link."""
-    deadline = time.monotonic() + timeout
-    seen = ""
-    announced = False
-    w = watch.Watch()
-    while time.monotonic() < deadline:
-        for ev in w.stream(s.custom.list_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
-                           field_selector=f"metadata.name={name}", timeout_seconds=10):
-            status = (ev["object"].get("status") or {})
-            phase = status.get("phase") or ""
-            if phase and phase != seen:
-                seen = phase
-                print(f"agentrun/{name}: {phase}")
-            gate = (status.get("gate") or {}).get("state")
-            if gate == "pending" and not announced:
-                announced = True
-                print(f"agentrun/{name}: waiting for approval — approve with `agentrun approve {name} -n {ns}` "
-                      f"(or reject/rewrite with --response TEXT, or retry with --feedback TEXT)")
-            if phase in TERMINAL_PHASES:
-                w.stop()
-                _summary(s, ev["object"])
-                return phase
-            if time.monotonic() > deadline:
-                break
-    print(f"agentrun/{name}: still {seen or 'not started'} after {timeout:.0f}s", file=sys.stderr)
-    return seen
+def get_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
+    run = s.run(ns, name)
+    if fmt in ("json", "yaml"):
+        output.document(run, fmt)
+    else:
+        output.table(header(wide=fmt == "wide"), [row(run, wide=fmt == "wide")])
+    return 0
 
 
-def _summary(s: Session, run: dict[str, Any]) -> None:
-    st = run.get("status") or {}
-    if st.get("result"):
-        print(f"result:\n{st['result']}")
-    if st.get("error"):
-        print(f"error: {st['error']}")
-    for c in st.get("conditions") or []:
-        if c.get("type") in ("PostRunFailed", "StepFailed") and c.get("status") == "True":
-            print(f"condition {c['type']}: {c.get('message', '')}")
-    if st.get("workflowId") and s.temporal_ui:
-        print(f"temporal: {s.temporal_ui}/namespaces/default/workflows/{quote(st['workflowId'], safe='')}")
+def watch_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
+    """`get NAME -w`: the run now, then again on every change (a row when the row changes), until it ends or is
+    deleted."""
+    run = s.run(ns, name)
+    wide = fmt == "wide"
+    printer = _RowPrinter(header(wide=wide))
+    last: tuple[str, ...] | None = None
+
+    def show(obj: dict[str, Any]) -> None:
+        nonlocal last
+        if fmt in ("json", "yaml"):
+            print(*([yaml.safe_dump(obj, sort_keys=False).rstrip(), "---"] if fmt == "yaml"
+                    else [json.dumps(obj)]), sep="\n", flush=True)
+            return
+        r = row(obj, wide=wide)
+        # AGE moves on its own: a row is printed when anything else changes.
+        if last is None or r[:4] + r[5:] != last[:4] + last[5:]:
+            printer.print(r)
+        last = r
+
+    show(run)
+    for event, obj in _watch_one(s, ns, name, run):
+        if event == "DELETED":
+            print(f"agentrun/{name} deleted", flush=True)
+            return 0
+        show(obj)
+        if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            return 0
+    return 0
+
+
+@dataclass
+class _RowPrinter:
+    """Rows printed one at a time, aligned on widths fixed at the first row (as `kubectl get -w` does)."""
+
+    header: tuple[str, ...]
+    widths: list[int] = field(default_factory=list)
+
+    def print(self, r: tuple[str, ...]) -> None:
+        if not self.widths:
+            # Room for the longest phase and gate state, so later rows stay aligned.
+            floor = {"PHASE": 11, "GATE": 18}
+            self.widths = [max(len(h), len(v), floor.get(h, 0)) for h, v in zip(self.header, r, strict=True)]
+            self._line(self.header)
+        self._line(r)
+
+    def _line(self, values: tuple[str, ...]) -> None:
+        print("   ".join(v.ljust(w) for v, w in zip(values, self.widths, strict=True)).rstrip(), flush=True)
+
+
+def _watch_one(s: Session, ns: str, name: str, run: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Events of one AgentRun from the resourceVersion of `run` on, resumed when the server ends the watch."""
+    rv = str((run.get("metadata") or {}).get("resourceVersion") or "")
+    while True:
+        w = watch.Watch()
+        try:
+            with typed_errors(f"watch AgentRun {ns}/{name}"):
+                for ev in w.stream(s.custom.list_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
+                                   field_selector=f"metadata.name={name}", resource_version=rv,
+                                   timeout_seconds=30):
+                    obj = ev["raw_object"]
+                    rv = str(obj["metadata"]["resourceVersion"])
+                    if ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        yield ev["type"], obj
+        except Gone:
+            # Too old to resume: start again from what the run is now.
+            run = s.run(ns, name)
+            rv = str(run["metadata"]["resourceVersion"])
+            yield "MODIFIED", run
+        finally:
+            w.stop()
+
+
+# -- through the API ------------------------------------------------------------------------------------------------
+
+
+def _refused(name: str, e: ApiError) -> int:
+    print(f"agentrun/{name}: refused: {e.detail}" if e.status else f"agentrun: {e.detail}", file=sys.stderr)
+    return 1
 
 
 def verdict(api: Api, ns: str, name: str, action: str, *, response: str, reason: str) -> int:
@@ -144,70 +212,134 @@ def verdict(api: Api, ns: str, name: str, action: str, *, response: str, reason:
     try:
         view = api.call("POST", f"/api/v1/runs/{quote(name, safe='')}/gate-verdict", namespace=ns, body=body)
     except ApiError as e:
-        print(f"agentrun/{name}: refused: {e.detail}" if e.status else e.detail, file=sys.stderr)
-        return 1
+        return _refused(name, e)
     by = view.get("decided_by")
     print(f"agentrun/{name}: gate {view.get('state')}" + (f" by {by}" if by else ""))
     return 0
 
 
-def list_runs(s: Session, namespace: str | None, *, awaiting_approval: bool = False) -> int:
-    if namespace:
-        items = cast(dict[str, Any], s.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, AGENTRUNS))
-    else:
-        items = cast(dict[str, Any], s.custom.list_cluster_custom_object(GROUP, VERSION, AGENTRUNS))
-    rows = [("NAMESPACE", "NAME", "AGENT", "PHASE", "GATE", "CREATED")]
-    for r in items.get("items", []):
-        st = r.get("status") or {}
-        if awaiting_approval and (st.get("gate") or {}).get("state") != "pending":
+def create_run(api: Api, ns: str, *, agent: str, task: str, model: str | None, provider: str | None,
+               env: dict[str, str]) -> str | None:
+    """POST /api/v1/runs: the run's name, or None after saying why not."""
+    body: dict[str, Any] = {"agentRef": agent, "task": task}
+    if model or provider:
+        body["model"] = {k: v for k, v in (("model", model), ("provider", provider)) if v}
+    if env:
+        body["env"] = env
+    try:
+        made = api.call("POST", "/api/v1/runs", namespace=ns, body=body)
+    except ApiError as e:
+        print(f"agentrun: {agent}: refused: {e.detail}" if e.status else f"agentrun: {e.detail}", file=sys.stderr)
+        return None
+    name = str(made["metadata"]["name"])
+    print(f"agentrun/{name} created", flush=True)
+    return name
+
+
+def delete_runs(api: Api, ns: str, names: list[str]) -> int:
+    worst = 0
+    for name in names:
+        try:
+            api.call("DELETE", f"/api/v1/runs/{quote(name, safe='')}", namespace=ns)
+        except ApiError as e:
+            worst = _refused(name, e)
+            if e.status == 0:
+                break
             continue
-        rows.append((r["metadata"]["namespace"], r["metadata"]["name"], (r.get("spec") or {}).get("agentRef", ""),
-                     st.get("phase", ""), (st.get("gate") or {}).get("state", ""),
-                     r["metadata"].get("creationTimestamp", "")))
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    return 0
+        print(f"agentrun/{name} deleted")
+    return worst
 
 
-def get_run(s: Session, ns: str, name: str) -> int:
-    try:
-        print(yaml.safe_dump(s.run(ns, name), sort_keys=False), end="")
-    except KubeError as e:
-        print(e.message, file=sys.stderr)
-        return 1
-    return 0
+# -- logs -----------------------------------------------------------------------------------------------------------
 
 
-def logs(s: Session, ns: str, name: str, hook: str | None, attempt: int | None = None) -> int:
-    try:
-        return _logs(s, ns, name, hook, attempt)
-    except KubeError as e:
-        print(e.message, file=sys.stderr)
-        return 1
-
-
-def _logs(s: Session, ns: str, name: str, hook: str | None, attempt: int | None) -> int:
+def logs(s: Session, ns: str, name: str, hook: str | None, attempt: int | None = None, *,
+         follow_log: bool = False, wait: float = 300) -> int:
     run = s.run(ns, name)
+    job, container = _log_source(run, name, hook, attempt)
+    pod = _pod(s, ns, job, run, wait=wait if follow_log else 0)
+    if pod is None:
+        raise CliError(f"no pod for Job {job} (it may not have started, or was cleaned up: use cleanup: keep to "
+                       "retain it)")
+    action = f"read log of {pod}/{container}"
+    if not follow_log:
+        with typed_errors(action):
+            print(s.core.read_namespaced_pod_log(pod, ns, container=container), end="")
+        return 0
+    with typed_errors(action):
+        resp: Any = s.core.read_namespaced_pod_log(pod, ns, container=container, follow=True,
+                                                   _preload_content=False)
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        try:
+            for chunk in resp.stream(4096, decode_content=False):
+                sys.stdout.write(text.decode(chunk))
+                sys.stdout.flush()
+        finally:
+            resp.release_conn()
+    return 0
+
+
+def _log_source(run: dict[str, Any], name: str, hook: str | None, attempt: int | None) -> tuple[str, str]:
+    """The Job and container whose log is asked for."""
     # A retried run's agent and gate hook ran once per attempt, each in Jobs of their own: the last, unless asked.
     attempt = attempt or int((run.get("status") or {}).get("attempt") or 1)
     if hook is None:
-        job, container = job_name(name, "agent-run", attempt), "agent"
-    else:
-        lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
-        pre = {h.get("name") for h in lifecycle.get("preRun") or []}
-        gated = {h.get("name") for h in lifecycle.get("postRun") or [] if h.get("gate")}
-        # With a gate, the other postRun hooks run after the verdict in a Job of their own.
-        component: Component = ("prerun" if hook in pre else
-                                "post-gate" if gated and hook not in gated else "post-run")
-        job = job_name(name, component, attempt if component == "post-run" else 1)
-        container = hook_container(component, hook)
+        return job_name(name, "agent-run", attempt), "agent"
+    lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
+    pre = {h.get("name") for h in lifecycle.get("preRun") or []}
+    post = {h.get("name") for h in lifecycle.get("postRun") or []}
+    if hook not in pre | post:
+        known = ", ".join(sorted(str(h) for h in pre | post)) or "none"
+        raise CliError(f"agentrun/{name} has no hook {hook!r} (its hooks: {known})")
+    gated = {h.get("name") for h in lifecycle.get("postRun") or [] if h.get("gate")}
+    # With a gate, the other postRun hooks run after the verdict in a Job of their own.
+    component: Component = ("prerun" if hook in pre else
+                            "post-gate" if gated and hook not in gated else "post-run")
+    return job_name(name, component, attempt if component == "post-run" else 1), hook_container(component, hook)
+
+
+def _pod(s: Session, ns: str, job: str, run: dict[str, Any], *, wait: float) -> str | None:
+    """The newest pod of the Job; with `wait`, the first one past Pending (watching the Job's pods until the run
+    ends or `wait` seconds pass)."""
+
+    def pick(pods: list[Any]) -> Any:
+        return sorted(pods, key=lambda p: p.metadata.creation_timestamp)[-1] if pods else None
+
     with typed_errors(f"list pods of Job {job}"):
         pods: Any = s.core.list_namespaced_pod(ns, label_selector=f"job-name={job}")
-    if not pods.items:
-        print(f"no pod for Job {job} (it may have been cleaned up; use cleanup: keep to retain it)", file=sys.stderr)
-        return 1
-    pod = sorted(pods.items, key=lambda p: p.metadata.creation_timestamp)[-1]
-    with typed_errors(f"read log of {pod.metadata.name}/{container}"):
-        print(s.core.read_namespaced_pod_log(pod.metadata.name, ns, container=container), end="")
-    return 0
+    pod = pick(pods.items)
+
+    def ready(p: Any) -> bool:
+        return p is not None and p.status is not None and p.status.phase != "Pending"
+
+    if not wait or ready(pod):
+        return str(pod.metadata.name) if pod is not None else None
+    deadline = time.monotonic() + wait
+    rv = pods.metadata.resource_version
+    while time.monotonic() < deadline:
+        w = watch.Watch()
+        try:
+            with typed_errors(f"watch pods of Job {job}"):
+                for ev in w.stream(s.core.list_namespaced_pod, ns, label_selector=f"job-name={job}",
+                                   resource_version=rv, timeout_seconds=5):
+                    p = ev["object"]
+                    rv = p.metadata.resource_version
+                    if ev["type"] != "DELETED" and ready(p):
+                        return str(p.metadata.name)
+        except Gone:
+            rv = None
+        finally:
+            w.stop()
+        if (s.run(ns, run["metadata"]["name"]).get("status") or {}).get("phase") in TERMINAL_PHASES:
+            break
+    with typed_errors(f"list pods of Job {job}"):
+        pod = pick(s.core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items)
+    return str(pod.metadata.name) if pod is not None else None
+
+
+def names(s: Session, ns: str, prefix: str) -> list[str]:
+    """Runs whose names start with `prefix` (shell completion): a short, bounded list call."""
+    with typed_errors(f"list AgentRuns in {ns}"):
+        items = cast(dict[str, Any], s.custom.list_namespaced_custom_object(GROUP, VERSION, ns, AGENTRUNS,
+                                                                            _request_timeout=2))
+    return sorted(n for n in (i["metadata"]["name"] for i in items.get("items", [])) if n.startswith(prefix))
