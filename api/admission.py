@@ -53,6 +53,7 @@ from models.agentrun import RBACRule
 from models.base import FieldProblem, PolicyViolation
 from models.evaluate import Reader, evaluate_run
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
+from models.informer import Informer
 from models.kube import Kube, KubeError, NotFound
 from models.names import (
     ADMISSION_AGENTS_PATH,
@@ -174,8 +175,12 @@ def parse_review(body: bytes) -> AdmissionReview:
         raise _bad(f"not an AdmissionReview {ADMISSION_API_VERSION}: {_first_error('', e)}") from None
 
 
-def reader(kube: Kube, ns: str) -> Reader:
+def reader(kube: Kube, ns: str, view: Informer | None = None) -> Reader:
+    """Reads a run's Agent or policy: from `view` (a watch-fed copy) when it holds it, else from the API server."""
     async def read(plural: str, name: str) -> dict[str, Any] | None:
+        held = view.definition(plural, ns, name) if view is not None else None
+        if held is not None:
+            return held
         try:
             obj = await kube.call(kube.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
                                   _request_timeout=READ_TIMEOUT_SECONDS, action=f"read {plural} {ns}/{name}")
@@ -276,7 +281,7 @@ async def _authenticity(state: State, req: AdmissionRequest, obj: dict[str, Any]
         return None  # no verdict given (removing one is allowed: the gate step clears a stale one)
     try:
         async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
-            authority = await gate_authority(reader(state.kube, ns), req.old_object)
+            authority = await gate_authority(reader(state.kube, ns, state.definitions), req.old_object)
     except (TimeoutError, Unreadable) as e:
         why = str(e) or f"reading the Agent and policy took over {EVALUATE_TIMEOUT_SECONDS:g}s"
         log.warning("refused a verdict on AgentRun %s/%s from %s: %s", ns, meta.name, who, why)
@@ -328,7 +333,7 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     started = loop.time()
     try:
         async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
-            ev = await evaluate_run(run, read=reader(state.kube, ns), default_image=state.settings.agent_image)
+            ev = await evaluate_run(run, read=reader(state.kube, ns, state.definitions), default_image=state.settings.agent_image)
     except TimeoutError:
         log.warning("refused AgentRun %s: reading its Agent and policy took over %ss", who, EVALUATE_TIMEOUT_SECONDS)
         return _refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run against its Agent's policy, so it "

@@ -14,6 +14,7 @@ from fastapi import Depends, HTTPException, Query, Request
 from kubernetes import client
 from temporalio.client import Client
 
+from models.informer import DEFINITIONS, Informer
 from models.kube import Kube
 
 from .auth import ANONYMOUS, Caller, TokenFile
@@ -31,6 +32,9 @@ class State:
         self.tokens = TokenFile(Path(settings.token_file) if settings.token_file else None)
         # Started and stopped by the app's lifespan (api/main.py), as are the metrics' verdict counts from it.
         self.runwatch = RunWatch(self.kube, settings.namespaces)
+        # Agents, SympoziumInstances and SympoziumPolicies as last seen: a verdict's authority is read from here, so
+        # deciding a run costs no request for them (one the view lacks is read from the API server).
+        self.definitions = Informer(self.kube, settings.namespaces or None, kinds=DEFINITIONS)
         self.metrics = ApiMetrics(self.runwatch)
         # Verdicts through the API by outcome (`state.verdicts[outcome] += 1`); verdicts refused before they
         # reached a workflow by "<via> <rule>" (via: admission or api). Both are Prometheus counters (api/metrics.py).

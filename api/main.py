@@ -203,11 +203,13 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
             t = await settings.temporal.connect()
         state = app.state.agentrun = State(settings, kube or settings.kube.api_client(user_agent=user_agent("api")), t)
         await state.runwatch.start()
+        state.definitions.start()
         await state.metrics.start()
         try:
             yield
         finally:
             await state.metrics.stop()
+            state.definitions.stop()
             await state.runwatch.stop()
 
     app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan,

@@ -80,10 +80,14 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
                  reason: str) -> GateView:
     """The verdict of `caller` on the run's gate, after its `gatePolicy` allows it, as a Temporal Update."""
     check_verdict(action, response, reason)
-    run = await read_run(state, namespace, name)
+    # The run as the API's watch last saw it: what the decision needs of it (its Agent, creator stamp and workflow ID)
+    # does not change once the workflow has started; a run the watch lacks or has not seen started is read.
+    run = state.runwatch.get(namespace, name)
+    if run is None or not (run.get("status") or {}).get("workflowId"):
+        run = await read_run(state, namespace, name)
     who = caller.identity
     try:
-        authority = await gate_authority(admission.reader(state.kube, namespace), run)
+        authority = await gate_authority(admission.reader(state.kube, namespace, state.definitions), run)
     except Unreadable as e:
         raise HTTPException(status_code=503, detail=f"cannot check who may decide this run: {e}") from e
     refusal = authority.refusal(who, caller.groups)

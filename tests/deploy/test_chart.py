@@ -48,7 +48,9 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
     },
     "api": {
         *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "watch", "create", "delete")),  # runwatch
-        *(("sympozium.ai", r, "get") for r in ("agents", "sympoziuminstances", "sympoziumpolicies")),
+        # read, and listed + watched for a verdict's authority (models/informer.py with kinds=DEFINITIONS)
+        *(("sympozium.ai", r, v) for r in ("agents", "sympoziuminstances", "sympoziumpolicies")
+          for v in ("get", "list", "watch")),
         *(("sympozium.ai", "sympoziumschedules", v) for v in ("get", "list", "create", "patch", "delete")),
         ("", "events", "create"),  # api/authority.py: a refused verdict is a VerdictRefused Event on its run
         # api/escalation.py: a run's lifecycle.rbac is reviewed against what its creator holds

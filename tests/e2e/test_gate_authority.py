@@ -25,6 +25,7 @@ from cli.stack import free_port
 from localkube.certs import ensure_tls
 from tests.e2e.conftest import Stack, agent, agent_run, api_process
 from tests.e2e.test_gate import RBAC, annotate, gate_hook
+from tests.e2e.test_requests import audit_lines, requests_of
 from tests.localkube.test_tokens_and_access_reviews import client_as, grant, request_token, sa_subject
 from tests.metrics import sample
 from tests.waiting import wait_for
@@ -237,6 +238,31 @@ def test_the_api_lets_only_approvers_decide_and_never_the_runs_creator(
     metrics = httpx.get(authority_api.base + "/metrics", timeout=10).text
     assert sample(metrics, "agentrun_verdicts_refused_total", via="api", rule="gatePolicy.approvers") == 1
     assert sample(metrics, "agentrun_verdicts_refused_total", via="api", rule="gatePolicy.requireDistinctApprover") == 1
+
+
+def test_an_api_verdict_reads_its_run_agent_and_policy_from_the_apis_views(
+        stack: Stack, authority_api: AuthorityApi, namespace: str) -> None:
+    """Deciding costs the API no read: the run comes from its watch of runs, the Agent and policy from its watch of
+    definitions, which follows a change of the policy (an approver added later is taken once the view has it)."""
+    ns = namespace
+    reviewed_agent(stack, ns, lifecycle={"postRun": [gate_hook("true")], "gateTimeout": "5m"},
+                   approvers=["alice@example.com"])
+    run = _create(authority_api, ALICE, ns)
+    waiting(stack, ns, run)
+    client.CustomObjectsApi(stack.api).patch_namespaced_custom_object(
+        G, V, ns, "sympoziumpolicies", "review", {"spec": {"gatePolicy": {"approvers": ["alice@example.com",
+                                                                                       "eve@example.com"]}}})
+    since = audit_lines(stack.kube)
+
+    def taken() -> httpx.Response | None:
+        r = _verdict(authority_api, EVE, ns, run)
+        assert r.status_code in (200, 403), r.text  # 403: the view has not seen the new approver yet
+        return r if r.status_code == 200 else None
+
+    ok = wait_for(taken, timeout=30, interval=0.2, what="eve's verdict taken once the API's view has the new policy")
+    assert ok.json()["decided_by"] == "eve@example.com"
+    reads = {k: n for k, n in requests_of(stack.kube, ns, since, "agentrun-api").items() if k.startswith("GET ")}
+    assert reads == {}, reads
 
 
 def test_the_mutating_webhook_is_served_on_the_webhook_listener_only(authority_api: AuthorityApi) -> None:

@@ -27,7 +27,7 @@ from tests.e2e.conftest import Stack, agent, agent_run, hook
 from tests.waiting import wait_for
 
 
-def _requests(localkube: Handle, ns: str, since: int, who: str) -> Counter[str]:
+def requests_of(localkube: Handle, ns: str, since: int, who: str) -> Counter[str]:
     """`METHOD kind[/sub]` (a name becomes `{name}`) of every non-watch request `who` made in `ns`."""
     lines = (localkube.state_dir / AUDIT_LOG).read_text().splitlines()[since:]
     out: Counter[str] = Counter()
@@ -42,7 +42,7 @@ def _requests(localkube: Handle, ns: str, since: int, who: str) -> Counter[str]:
     return out
 
 
-def _audit_lines(localkube: Handle) -> int:
+def audit_lines(localkube: Handle) -> int:
     path: Path = localkube.state_dir / AUDIT_LOG
     return len(path.read_text().splitlines())
 
@@ -50,22 +50,22 @@ def _audit_lines(localkube: Handle) -> int:
 def test_a_run_with_hooks_costs_the_worker_thirteen_requests(stack: Stack, namespace: str) -> None:
     ns, lk = namespace, stack.kube
     stack.create(ns, "agents", agent())
-    since = _audit_lines(lk)
+    since = audit_lines(lk)
     stack.create(ns, "agentruns", agent_run("first"))
     assert stack.wait_phase(ns, "first")["status"]["phase"] == "Succeeded"
-    wait_for(lambda: _requests(lk, ns, since, "worker")["PATCH agentruns/{name}"] == 2, timeout=30,
+    wait_for(lambda: requests_of(lk, ns, since, "worker")["PATCH agentruns/{name}"] == 2, timeout=30,
              what="the first run released")
-    first = _requests(lk, ns, since, "worker")
+    first = requests_of(lk, ns, since, "worker")
     assert first["POST serviceaccounts"] == 1, "the namespace's agent account is made with its first run"
     assert first["GET agents/{name}"] <= 1, "read unless the worker's view already held the Agent"
 
-    since = _audit_lines(lk)
+    since = audit_lines(lk)
     stack.create(ns, "agentruns", agent_run("cheap", lifecycle={"preRun": [hook("pre", "true")],
                                                                 "postRun": [hook("post", "true")]}))
     assert stack.wait_phase(ns, "cheap")["status"]["phase"] == "Succeeded"
-    wait_for(lambda: _requests(lk, ns, since, "worker")["PATCH agentruns/{name}"] == 2, timeout=30,
+    wait_for(lambda: requests_of(lk, ns, since, "worker")["PATCH agentruns/{name}"] == 2, timeout=30,
              what="cleanup to release the run")
-    assert _requests(lk, ns, since, "worker") == Counter({
+    assert requests_of(lk, ns, since, "worker") == Counter({
         "PATCH agentruns/{name}": 2,  # finalizer on (the version the bridge saw: no read first), off
         "PATCH agentruns/{name}/status": 4,  # Pending, Running, PostRunning, Succeeded
         "POST persistentvolumeclaims": 1,
