@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from cli.main import cli as cli_group
 from cli.main import main as agentrun
 from tests.e2e.conftest import API_TOKENS, Stack, agent, agent_run
 from tests.waiting import wait_for
@@ -148,6 +150,11 @@ def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path:
     for follow in ([], ["-f"]):
         code, out, err = cli("logs", "plain", *follow)
         assert code == 0 and "echo: hello cli" in out, (follow, out, err)
+    # Shell completion offers the namespace's runs.
+    words = f"agentrun --state-dir {cli.state_dir} -n {cli.namespace} logs pl"
+    done = CliRunner().invoke(cli_group, env={"_AGENTRUN_COMPLETE": "bash_complete", "COMP_WORDS": words,
+                                              "COMP_CWORD": str(len(words.split()) - 1)}, prog_name="agentrun")
+    assert (done.exit_code, done.stdout) == (0, "plain,plain\n"), done.output
     # An unknown run is one line, not a traceback.
     for args in (["get", "ghost"], ["get", "ghost", "-w"], ["logs", "ghost"]):
         code, out, err = cli(*args)
