@@ -492,3 +492,14 @@ def test_marker_line_json_round_trips_non_ascii_text() -> None:
     assert m is not None
     assert json.loads(m.group(1))["response"] == "grüße — 日本語"
     assert marker_line(result).isascii()
+
+
+def test_an_offline_run_does_not_import_the_http_client() -> None:
+    """The HTTP client (and whatever it pulls in) is imported only for a provider that uses it: an echo run's pod
+    starts without it."""
+    probe = "import sys, agentrunner.runner; print('httpx' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+    named = "import agentrunner.providers as p; print(p.OpenAICompatibleProvider.__name__)"
+    lazy = subprocess.run([sys.executable, "-c", named], capture_output=True, text=True, check=True, timeout=60)
+    assert lazy.stdout.strip() == "OpenAICompatibleProvider"
