@@ -8,6 +8,7 @@ cli/output.py; failures print one line and exit non-zero (`main`), never a trace
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -78,7 +79,7 @@ class Root(Group):
         except ApiError as e:
             raise Failure(e.detail) from e
         except KubeError as e:
-            raise Failure(str(e)) from e
+            raise Failure(str(e) if e.status else unreachable(e)) from e
         except ConfigException as e:
             raise Failure(f"kubeconfig: {e}") from e
         except (HTTPError, OSError) as e:  # a connection the layers above did not name
@@ -119,6 +120,14 @@ def _parents(ctx: click.Context) -> list[click.Context]:
 RUN_NAME = click.argument("name", shell_complete=complete_runs)
 
 
+def unreachable(e: KubeError) -> str:
+    """A connection failure as one short line: what was being done, where, and the system's reason."""
+    where = re.search(r"host='([^']+)', port=(\d+)", e.message)
+    why = re.search(r"\[Errno -?\d+\] ([^\"')]+)", e.message)
+    return (f"{e.action}: cannot reach the Kubernetes API server" + (f" at {where[1]}:{where[2]}" if where else "")
+            + f" ({why[1].strip() if why else e.message})")
+
+
 @click.group(cls=Root, context_settings=CONTEXT)
 @group_options
 @click.pass_context
@@ -133,6 +142,8 @@ def cli(ctx: click.Context) -> None:
     """
     if ctx.invoked_subcommand not in SERVERS:  # the servers configure their own logging (INFO)
         logging.basicConfig(level=logging.WARNING)
+        # The client's retries are its business: a failure is reported once, as one line.
+        logging.getLogger("urllib3").setLevel(logging.ERROR)
 
 
 # -- the embedded stack ----------------------------------------------------------------------------------------------

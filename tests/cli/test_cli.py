@@ -151,6 +151,21 @@ def test_a_kubeconfig_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in r.output
 
 
+def test_a_kubernetes_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
+    port = free_port()
+    (tmp_path / "kc").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    for args, action in ((["list"], "list AgentRuns in default"), (["get", "x"], "read AgentRun default/x"),
+                         (["logs", "x", "-n", "ns"], "read AgentRun ns/x")):
+        r = invoke(*args, "--kubeconfig", str(tmp_path / "kc"))
+        assert r.exit_code == 1, r.output
+        assert r.stderr == f"agentrun: {action}: cannot reach the Kubernetes API server at 127.0.0.1:{port} " \
+                           "(Connection refused)\n", r.stderr
+
+
 def test_main_returns_the_exit_code_and_prints_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--state-dir", str(tmp_path), "list"]) == 1
     err = capsys.readouterr().err
