@@ -462,9 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.ClickException as e:
         e.show()
         return e.exit_code
-    except click.exceptions.Abort:
-        print("aborted", file=sys.stderr)
-        return 1
+    except click.exceptions.Abort:  # Ctrl-C (click turns it into Abort): how `get -w` and `logs -f` are left
+        return 130
     except SystemExit as e:  # the stack's own stops (`agentrun up`) say why in their message
         if e.code is None or isinstance(e.code, int):
             return e.code or 0

@@ -203,14 +203,18 @@ def test_get_watch_shows_the_phase_change_and_approve_is_recorded_as_the_tokens_
 
 def test_run_and_delete_go_through_the_api(cli: Cli, stack: Stack, namespace: str) -> None:
     stack.create(namespace, "agents", agent())
-    code, out, err = cli("run", "helper", "--task", "from the cli", "--env", "GREETING=hi", "--model", "echo-2")
+    task = "sleep:2 from the cli"
+    code, out, err = cli("run", "helper", "--task", task, "--env", "GREETING=hi", "--model", "echo-2")
     assert code == 0, err
     name = out.removeprefix("agentrun/").removesuffix(" created\n")
     assert name.startswith("helper-") and out == f"agentrun/{name} created\n"
+    # logs -f waits for the agent's pod and follows its log to the end.
+    code, out, err = cli("logs", name, "-f")
+    assert code == 0 and "echo: from the cli" in out, (out, err)
     run = stack.wait_phase(namespace, name, timeout=60)
     assert run["metadata"]["annotations"]["agentrun.dev/created-by"] == "alice@example.com"
     assert (run["spec"]["task"], run["spec"]["env"], run["spec"]["model"]["model"]) == (
-        "from the cli", {"GREETING": "hi"}, "echo-2")
+        task, {"GREETING": "hi"}, "echo-2")
     assert run["status"]["phase"] == "Succeeded"
     assert cli("delete", name) == (0, f"agentrun/{name} deleted\n", "")
     wait_for(lambda: stack.get_run(namespace, name) is None, timeout=30, what="the run deleted")
