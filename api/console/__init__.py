@@ -18,6 +18,17 @@ Pages built on this one (schedules, agents, policies) use `page()`, `ConsoleSess
 
 from __future__ import annotations
 
-from .routes import ConsoleSession, csrf_checked, install, page, templates
+from fastapi import FastAPI
+
+from ..settings import ApiSettings
+from . import definitions, routes, schedules
+from .routes import ConsoleSession, csrf_checked, page, templates
 
 __all__ = ["ConsoleSession", "csrf_checked", "install", "page", "templates"]
+
+
+def install(app: FastAPI, settings: ApiSettings) -> None:
+    """The console's routes and sessions, and the pages built on them (Schedules, Agents, Policies)."""
+    routes.install(app, settings)
+    app.include_router(schedules.router)
+    app.include_router(definitions.router)
