@@ -7,7 +7,7 @@ AGENTRUN_* variables (the group's `auto_envvar_prefix`), and a command's own val
 Where things are found, first that applies:
 - the state directory: `--state-dir`, AGENTRUN_STATE_DIR, ~/.agentrun;
 - Kubernetes (reads, `apply`): `--kubeconfig` (AGENTRUN_KUBECONFIG) with `--context` (AGENTRUN_CONTEXT), else the
-  stack's `<state-dir>/endpoints.json`, else KUBECONFIG;
+  stack's `<state-dir>/endpoints.json`, else KUBECONFIG, else ~/.kube/config;
 - the API (user actions): `--api` (AGENTRUN_API, or AGENTRUN_API_URL as before) with `--token` (AGENTRUN_TOKEN or
   AGENTRUN_API_TOKEN), else the stack's `api` and `api_token`. The stack's token goes with the stack's API only.
 """
@@ -75,8 +75,11 @@ class Target:
         env = os.environ.get("KUBECONFIG", "")
         if env:
             return env
-        raise CliError(f"no cluster to talk to: no stack in {self.state} (run `agentrun up`), no --kubeconfig "
-                       "and no KUBECONFIG")
+        home = Path.home() / ".kube" / "config"
+        if home.is_file():  # as kubectl
+            return str(home)
+        raise CliError(f"no cluster to talk to: no stack in {self.state} (run `agentrun up`), no --kubeconfig, "
+                       "no KUBECONFIG and no ~/.kube/config")
 
     def api_url_and_token(self) -> tuple[str, str]:
         stack = self.endpoints()
@@ -88,7 +91,6 @@ class Target:
         token = self.token if self.token is not None else (str(stack.get("api_token") or "") if url == stack_api
                                                            else "")
         return url, token
-
 
     def resolved(self) -> dict[str, Any]:
         """What `agentrun config` shows: each setting as the commands will use it (None: not found)."""
@@ -104,16 +106,18 @@ class Target:
                 "api": api, "token": f"{token[:4]}..." if token else None}
 
 
-def _options(*, group: bool, namespace: bool) -> list[Callable[[F], F]]:
+def _options(*, group: bool) -> list[Callable[[F], F]]:
     """The shared options; on commands they never read the environment (the group's copy does, once)."""
     env: dict[str, Any] = {} if group else {"allow_from_autoenv": False}
-    opts = [
+    return [
         click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None, **env,
                      help=f"the embedded stack's state directory (default {DEFAULT_STATE_DIR}; AGENTRUN_STATE_DIR)"),
+        click.option("-n", "--namespace", default=None, **env,
+                     help="the Kubernetes namespace (default 'default'; AGENTRUN_NAMESPACE)"),
         click.option("--context", default=None, **env, help="the kubeconfig context (AGENTRUN_CONTEXT)"),
         click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None, **env,
-                     help="a kubeconfig for Kubernetes reads and apply (default: the stack's, else KUBECONFIG; "
-                          "AGENTRUN_KUBECONFIG)"),
+                     help="a kubeconfig for Kubernetes reads and apply (default: the stack's, else KUBECONFIG, else "
+                          "~/.kube/config; AGENTRUN_KUBECONFIG)"),
         click.option("--api", default=None, metavar="URL",
                      **({"envvar": ["AGENTRUN_API", "AGENTRUN_API_URL"]} if group else env),
                      help="the agentrun API for user actions (default: the stack's; AGENTRUN_API)"),
@@ -121,10 +125,6 @@ def _options(*, group: bool, namespace: bool) -> list[Callable[[F], F]]:
                      **({"envvar": ["AGENTRUN_TOKEN", "AGENTRUN_API_TOKEN"]} if group else env),
                      help="the API's bearer token (default: the stack's with the stack's API; AGENTRUN_TOKEN)"),
     ]
-    if namespace:
-        opts.insert(1, click.option("-n", "--namespace", default=None, **env,
-                                    help="the Kubernetes namespace (default 'default'; AGENTRUN_NAMESPACE)"))
-    return opts
 
 
 def group_options(fn: F | None = None, *, root: bool = True) -> Any:
@@ -140,31 +140,26 @@ def group_options(fn: F | None = None, *, root: bool = True) -> Any:
             ctx.obj = mine.over(base) if base is not None else mine
             return fn(*args, **kwargs)
 
-        for opt in reversed(_options(group=root, namespace=True)):
+        for opt in reversed(_options(group=root)):
             wrapper = opt(wrapper)
         return wrapper  # type: ignore[return-value]
 
     return decorate(fn) if fn is not None else decorate
 
 
-def global_options(fn: Callable[..., Any] | None = None, *, namespace: bool = True) -> Any:
-    """Adds the shared options to a command and passes the merged Target as its first argument, `target`.
+def global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds the shared options to a command and passes the merged Target as its first argument, `target`."""
 
-    `namespace=False` where `-n/--namespace` means something else (`temporal setup`: a Temporal namespace)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        base = ctx.find_object(Target) or Target()
+        mine = Target(**{k: kwargs.pop(k, None) for k in NAMES})
+        return fn(mine.over(base), *args, **kwargs)
 
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            ctx = click.get_current_context()
-            base = ctx.find_object(Target) or Target()
-            mine = Target(**{k: kwargs.pop(k, None) for k in NAMES if k != "namespace" or namespace})
-            return fn(mine.over(base), *args, **kwargs)
-
-        for opt in reversed(_options(group=False, namespace=namespace)):
-            wrapper = opt(wrapper)
-        return wrapper
-
-    return decorate(fn) if fn is not None else decorate
+    for opt in reversed(_options(group=False)):
+        wrapper = opt(wrapper)
+    return wrapper
 
 
 def output_option(default: str = "table") -> Callable[[F], F]:

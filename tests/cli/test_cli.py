@@ -30,9 +30,10 @@ COMMANDS = list(_walk(cli))
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     # A clean environment for the variables the CLI reads: the developer's own must not leak in.
-    base = {k: None for k in ("AGENTRUN_STATE_DIR", "AGENTRUN_NAMESPACE", "AGENTRUN_CONTEXT", "AGENTRUN_KUBECONFIG",
+    base: dict[str, str | None] = {k: None for k in ("AGENTRUN_STATE_DIR", "AGENTRUN_NAMESPACE", "AGENTRUN_CONTEXT", "AGENTRUN_KUBECONFIG",
                               "AGENTRUN_API", "AGENTRUN_API_URL", "AGENTRUN_TOKEN", "AGENTRUN_API_TOKEN",
                               "KUBECONFIG")}
+    base["HOME"] = "/nonexistent"  # no ~/.kube/config of the developer's
     return CliRunner().invoke(cli, list(args), env={**base, **(env or {})}, prog_name="agentrun")
 
 
