@@ -105,6 +105,7 @@ class _Followed:
     attempt: str = ""
     announced: bool = False
     done: bool = False
+    deleted: bool = False
     run: dict[str, Any] = field(default_factory=dict)
 
     def line(self, now: float, started: float) -> str:
@@ -121,7 +122,7 @@ def follow(s: Session, runs: list[tuple[str, str]], *, timeout: float) -> dict[s
     On a terminal the lines are live (rich); otherwise a line is printed on every change."""
     started = time.monotonic()
     followed = {(ns, name): _Followed(ns, name) for ns, name in runs}
-    events: queue.Queue[tuple[str, str, dict[str, Any]] | BaseException] = queue.Queue()
+    events: queue.Queue[tuple[str, str, str, dict[str, Any]] | BaseException] = queue.Queue()
     stop = threading.Event()
     for ns in sorted({ns for ns, _ in runs}):
         names = {name for n, name in runs if n == ns}
@@ -138,9 +139,13 @@ def follow(s: Session, runs: list[tuple[str, str]], *, timeout: float) -> dict[s
                 continue
             if isinstance(item, BaseException):
                 raise item
-            ns, name, obj = item
+            ns, name, kind, obj = item
             f = followed[(ns, name)]
             if f.done:
+                continue
+            if kind == "DELETED":
+                f.done, f.deleted = True, True
+                live.note(f"agentrun/{name} deleted")
                 continue
             st = obj.get("status") or {}
             f.run = obj
@@ -158,6 +163,8 @@ def follow(s: Session, runs: list[tuple[str, str]], *, timeout: float) -> dict[s
         stop.set()
         live.close()
     for f in followed.values():
+        if f.deleted:
+            continue
         if f.done:
             _summary(s, f.run)
         else:
@@ -220,27 +227,27 @@ def _watch_namespace(s: Session, ns: str, names: set[str], events: queue.Queue[A
                         rv = str(listed["metadata"]["resourceVersion"])
                         for obj in listed.get("items", []):
                             if obj["metadata"]["name"] in names:
-                                events.put((ns, obj["metadata"]["name"], obj))
+                                events.put((ns, obj["metadata"]["name"], "ADDED", obj))
                     for ev in w.stream(s.custom.list_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
                                        resource_version=rv, timeout_seconds=5):
                         obj = ev["raw_object"]
                         rv = str(obj["metadata"]["resourceVersion"])
-                        if obj["metadata"]["name"] in names and ev["type"] in ("ADDED", "MODIFIED"):
-                            events.put((ns, obj["metadata"]["name"], obj))
+                        if obj["metadata"]["name"] in names and ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                            events.put((ns, obj["metadata"]["name"], ev["type"], obj))
                         if stop.is_set():
                             break
             except Gone:
                 rv = ""  # list again
             finally:
                 w.stop()
-    except BaseException as e:
+    except BaseException as e:  # handed to the main thread, which raises it
         events.put(e)
 
 
 def _summary(s: Session, run: dict[str, Any]) -> None:
     st = run.get("status") or {}
     name = (run.get("metadata") or {}).get("name", "")
-    if len(st) and name:
+    if st and name:
         print(f"agentrun/{name}: {st.get('phase')}" + (f" (gate {st['gate']['state']})" if st.get("gate") else ""))
     if st.get("result"):
         print(f"result:\n{st['result']}")

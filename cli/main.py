@@ -29,7 +29,7 @@ from models.settings import TemporalSettings
 from . import follow, runs, schedules
 from .api import Api, ApiError
 from .errors import CliError
-from .options import Target, global_options, group_options, output_option
+from .options import NAMES, Target, global_options, group_options, output_option
 from .up import down, endpoints, up
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -82,8 +82,10 @@ class Root(Group):
             raise Failure(str(e) if e.status else unreachable(e)) from e
         except ConfigException as e:
             raise Failure(f"kubeconfig: {e}") from e
-        except (HTTPError, OSError) as e:  # a connection the layers above did not name
-            raise Failure(str(kube_error(e, action="talk to Kubernetes"))) from e
+        except (HTTPError, ConnectionError, TimeoutError) as e:  # a connection the layers above did not name
+            raise Failure(unreachable(kube_error(e, action="talk to Kubernetes"))) from e
+        except OSError as e:  # a file of the state directory, a kubeconfig, a manifest
+            raise Failure(str(e)) from e
 
 
 CONTEXT = {"auto_envvar_prefix": "AGENTRUN", "help_option_names": ["-h", "--help"], "max_content_width": 110}
@@ -101,8 +103,7 @@ def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str) -
     """Run names from the cluster, where a stack or kubeconfig is at hand and answers within 2s."""
     target = Target()
     for c in reversed([ctx, *_parents(ctx)]):
-        target = Target(**{k: c.params.get(k) for k in ("state_dir", "namespace", "context", "kubeconfig",
-                                                        "api", "token")}).over(target)
+        target = Target(**{k: c.params.get(k) for k in NAMES}).over(target)
     try:
         return [CompletionItem(n) for n in runs.names(session(target), target.ns, incomplete)]
     except Exception:  # completion offers what it can; a shell must never see a failure
