@@ -104,11 +104,10 @@ async def _chunks(resp: Any, action: str) -> AsyncIterator[bytes]:
     def pump() -> None:
         try:
             with typed_errors(action):
-                for chunk in resp.stream(CHUNK, decode_content=True):
-                    if stop.is_set():
-                        break
-                    if chunk:
-                        hand(chunk)
+                # read1: whatever has arrived, at most CHUNK (stream(CHUNK) would wait for CHUNK bytes, holding a
+                # followed log's lines back until the container ends).
+                while not stop.is_set() and (chunk := resp.read1(CHUNK)):
+                    hand(chunk)
         except Exception as e:
             if not stop.is_set():
                 hand(e)

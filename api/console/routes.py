@@ -391,14 +391,25 @@ def _seen(obj: dict[str, Any]) -> tuple[str, str, str]:
     return str(st.get("phase") or ""), str(st.get("attempt") or ""), str((st.get("gate") or {}).get("state") or "")
 
 
-async def _events(state: State, namespace: str, run: str) -> AsyncIterator[str]:
+async def _events(state: State, namespace: str, run: str, shown: str) -> AsyncIterator[str]:
     """What changed in the namespace, as it happens: `runs` (any run), `run` and `phase` (the page's own run: any
     change, and one of its phase, attempt or gate state), `approval` (a toast, as HTML, when a run starts waiting
-    for a verdict)."""
+    for a verdict).
+
+    A page is rendered before its stream connects (and a stream may connect again later): what changed in between
+    is told at once, `runs` always (one list from memory) and `run` and `phase` when the run's resourceVersion is no
+    longer `shown`, the one the page was rendered from."""
     yield "retry: 3000\n\n"
     watch = state.runwatch
     with watch.subscribe() as sub:
-        seen = {str(o["metadata"]["name"]): _seen(o) for o in watch.list(namespace)}
+        objs = watch.list(namespace)
+        seen = {str(o["metadata"]["name"]): _seen(o) for o in objs}
+        first = [sse("runs")]
+        if run:
+            mine = next((o for o in objs if o["metadata"]["name"] == run), None)
+            if mine is None or str(mine["metadata"].get("resourceVersion")) != shown:
+                first += [sse("run"), sse("phase")]
+        yield "".join(first)
         it = aiter(sub)
         while True:
             try:
@@ -443,8 +454,9 @@ async def _events(state: State, namespace: str, run: str) -> AsyncIterator[str]:
 
 @router.get("/events")
 async def events(request: Request, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
-                 run: Text = "") -> StreamingResponse:
-    return StreamingResponse(_events(state, namespace, run), media_type="text/event-stream",
+                 run: Text = "", rv: Text = "") -> StreamingResponse:
+    """Server-sent events for a page of `namespace` (and of `run`, rendered from its resourceVersion `rv`)."""
+    return StreamingResponse(_events(state, namespace, run, rv), media_type="text/event-stream",
                              headers=SSE_HEADERS)
 
 
@@ -457,13 +469,15 @@ async def _log_events(state: State, namespace: str, name: str, hook: str | None,
         run = await one_run(state, namespace, name)
         _target, chunks = await run_log(state.kube, namespace, run, hook=hook, attempt=attempt, follow=True)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        empty = True
         async for chunk in chunks:
             text = decoder.decode(chunk)
             if text:
+                empty = False
                 yield sse("log", str(escape(text)))
         tail = decoder.decode(b"", final=True)
-        if tail:
-            yield sse("log", str(escape(tail)))
+        if tail or empty:
+            yield sse("log", str(escape(tail or "(no output)")))
     except (NoLog, ConsoleError) as e:
         yield sse("log", str(escape(f"({e})")))
     except NotFound as e:
