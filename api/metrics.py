@@ -131,6 +131,7 @@ class ApiMetrics:
         self._counted: set[str] = set()  # uids of finished runs whose verdict is counted (or was before we looked)
         self._task: asyncio.Task[None] | None = None
         self.following = asyncio.Event()  # the verdict count follows the watch: runs decided from now on count
+        self.resyncs = 0  # how often the count fell behind the watch and went over its whole list
 
     # -- what the API's code counts --------------------------------------------------------------------------
 
@@ -183,6 +184,7 @@ class ApiMetrics:
                 if ev.type == "DELETED":
                     self._counted.discard(str((ev.obj.get("metadata") or {}).get("uid") or ""))
                 elif ev.type == "RESYNC":
+                    self.resyncs += 1
                     held = {str((r.get("metadata") or {}).get("uid") or ""): r for r in self.watch.peek()}
                     self._counted &= held.keys()
                     for run in held.values():

@@ -5,6 +5,7 @@ per run by source. (Verdicts through the API, on the real stack: tests/e2e/test_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,6 +15,8 @@ from kubernetes import client
 
 from api.deps import State
 from api.main import create_app
+from api.metrics import ApiMetrics
+from api.runwatch import RunWatch
 from api.settings import ApiSettings
 from cli.up import install_crds
 from localkube.testing import Handle
@@ -22,11 +25,14 @@ from tests.metrics import sample, samples
 from tests.waiting import wait_for_async
 
 
-@pytest.fixture
-async def api(kube: client.ApiClient, localkube: Handle) -> AsyncIterator[tuple[httpx.AsyncClient, State]]:
+async def serving(kube: client.ApiClient, localkube: Handle, settings: ApiSettings, *,
+                  watch: dict[str, int] | None = None) -> AsyncIterator[tuple[httpx.AsyncClient, State]]:
+    """The API in-process on localkube; `watch`: the RunWatch's own parameters (its metrics built on it)."""
     install_crds(localkube.kubeconfig)
-    settings = ApiSettings(insecure=True)
     state = State(settings, kube, None)
+    if watch is not None:
+        state.runwatch = RunWatch(state.kube, settings.namespaces, **watch)
+        state.metrics = ApiMetrics(state.runwatch)
     app = create_app(settings)
     app.state.agentrun = state  # the lifespan would connect to Temporal: start what it starts by hand
     await state.runwatch.start()
@@ -39,6 +45,12 @@ async def api(kube: client.ApiClient, localkube: Handle) -> AsyncIterator[tuple[
     finally:
         await state.metrics.stop()
         await state.runwatch.stop()
+
+
+@pytest.fixture
+async def api(kube: client.ApiClient, localkube: Handle) -> AsyncIterator[tuple[httpx.AsyncClient, State]]:
+    async for served in serving(kube, localkube, ApiSettings(insecure=True)):
+        yield served
 
 
 class Runs:
@@ -144,3 +156,43 @@ async def test_verdicts_decided_elsewhere_are_counted_once_per_run_by_source_and
     assert moved(text, "annotation", "rejected") == 1
     assert moved(text, "temporal", "approved") == 1
     assert moved(text, "api", "approved") == 0, "an API verdict is counted where the API takes it"
+
+
+async def test_a_count_that_falls_behind_the_watch_goes_over_its_list_and_counts_each_run_once(
+        kube: client.ApiClient, localkube: Handle, namespace: str, runs: Runs) -> None:
+    # The API watches only this namespace, and its metrics' subscription holds one event: a list that finds two
+    # finished runs at once (while the server answered no list or watch, both were made) overflows it.
+    served = serving(kube, localkube, ApiSettings(insecure=True, namespaces=[namespace]),
+                     watch={"watch_seconds": 1, "queue_size": 1})
+    c, state = await anext(served)
+    try:
+        before = await scrape(c)
+        localkube.inject_fault(verb="watch", resource="agentruns", namespace=namespace, code=410, delay_seconds=0.2,
+                               times=-1)
+        listing = localkube.inject_fault(verb="list", resource="agentruns", namespace=namespace, code=500, times=-1)
+
+        def refused_a_list() -> bool:
+            return any(f["id"] == listing and f["hits"] >= 1 for f in localkube.admin("GET", "/localkube/faults")["faults"])
+        await wait_for_async(lambda: asyncio.to_thread(refused_a_list), timeout=30, what="a list refused")
+        for name in ("first", "second"):
+            await runs.finished(name, state="timeout", source="timeout", decidedBy="gate-default")
+        localkube.clear_faults()
+
+        def timeouts(text: str) -> float:
+            return (sample(text, "agentrun_verdicts_total", source="timeout", outcome="timeout") or 0) - \
+                (sample(before, "agentrun_verdicts_total", source="timeout", outcome="timeout") or 0)
+
+        async def counted(n: int) -> str | None:
+            text = await scrape(c)
+            return text if timeouts(text) >= n else None
+        await wait_for_async(lambda: counted(2), timeout=60, what="both runs counted after the list")
+        assert state.metrics.resyncs >= 1, "the list's two events overflowed the one-event queue"
+        # A later change of a counted run does not count it again (the third run is counted after it).
+        await runs.status("first", phase="Succeeded", completedAt="2026-01-01T00:00:00Z")
+        await runs.finished("third", state="timeout", source="timeout", decidedBy="gate-default")
+        text = await wait_for_async(lambda: counted(3), timeout=30, what="the third run counted")
+        assert timeouts(text) == 3
+    finally:
+        localkube.clear_faults()
+        with contextlib.suppress(StopAsyncIteration):
+            await anext(served)
