@@ -25,7 +25,7 @@ install_system() {
   # Debian base where no registry can be reached.
   command -v buildah >/dev/null 2>&1 || need+=(buildah)
   command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
-  # The dashboard's browser test (tests/e2e/test_dashboard.py) drives /usr/bin/chromium with Playwright.
+  # The console's browser tests (tests/e2e/test_console.py) drive /usr/bin/chromium with Playwright.
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   if [ "${#need[@]}" -gt 0 ]; then
     echo ">> apt-get install ${need[*]}"

@@ -2,7 +2,7 @@
 hook's env out of the workflow history Temporal stores (not even base64-encoded), the API's codec endpoint gives it
 back to a caller with a token (and 401 to one without), the encrypted history replays, and the Temporal UI, started
 with the codec endpoint as `agentrun up` starts it, shows ciphertext to anyone and the payloads to an operator
-signed in at the API's /codec/login (headless Chromium, as tests/e2e/test_dashboard.py).
+signed in at the API's /codec/login (headless Chromium, as tests/e2e/test_console.py).
 
 A stack of its own (localkube, a Temporal dev server, the three processes), so the session's stack stays plain:
 the other end-to-end tests read its histories with the plain converter, and its bridge, which watches every

@@ -9,6 +9,7 @@ tmp directory and /tmp/console-shots/.
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import time
@@ -26,6 +27,7 @@ from tests.waiting import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 TOKEN = next(t for t, who in API_TOKENS.items() if who == "alice@example.com")
+OTHER = next(t for t, who in API_TOKENS.items() if who == "bob@example.com")
 HOSTILE = "<img src=x onerror=alert(1)>"
 WAIT_MS = 30_000
 SHOTS = Path("/tmp/console-shots")
@@ -240,6 +242,36 @@ def test_reject_with_a_replacement_shows_the_red_banner_and_the_replacement(
     expect(page.locator("#banner")).to_have_class("banner bad")
     expect(page.locator("#result")).to_have_text(replacement, timeout=WAIT_MS)
     assert (stack.get_run(namespace, "to-reject") or {})["status"]["result"] == replacement
+    assert_clean(page)
+
+
+def test_a_verdict_from_elsewhere_shows_live_and_a_late_one_is_refused_as_text(
+        stack: Stack, api_server: str, namespace: str, page: Page) -> None:
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, "agentruns", gated("contested"))
+    wait_gate(stack, namespace, "contested")
+    page.goto(f"{api_server}/runs/contested?namespace={namespace}")
+    csrf = page.locator("form.gatebar input[name=csrf]").input_value()
+    expect(page.get_by_role("button", name="Approve")).to_be_visible()
+    page.evaluate("window.__sameDocument = true")
+    with httpx.Client(base_url=api_server, headers={"Authorization": f"Bearer {OTHER}"}, timeout=60) as bob:
+        decided = bob.post("/api/v1/runs/contested/gate-verdict", params={"namespace": namespace},
+                           json={"action": "approve", "reason": "<i>bob</i> was first"})
+        assert decided.status_code == 200, decided.text
+        stack.wait_phase(namespace, "contested")
+        refused = bob.post("/api/v1/runs/contested/gate-verdict", params={"namespace": namespace},
+                           json={"action": "approve"})
+    assert refused.status_code == 409
+    # Without a reload: bob's verdict, its reason as text, and no gate bar any more.
+    expect(page.locator("#banner")).to_contain_text("Approved by bob@example.com", timeout=WAIT_MS)
+    expect(page.locator("#banner .why")).to_have_text(": <i>bob</i> was first")
+    expect(page.locator(".gatebar")).to_have_count(0)
+    assert page.evaluate("window.__sameDocument") is True
+    # A verdict sent from a page that still showed the gate bar: the API's own refusal, as text.
+    r = page.request.post(f"{api_server}/runs/contested/verdict?namespace={namespace}",
+                          form={"action": "reject", "response": "too late", "csrf": csrf}, max_redirects=0)
+    detail = refused.json()["detail"]
+    assert r.status == 409 and f'<p class="error" role="alert" id="error">{html.escape(detail)}</p>' in r.text()
     assert_clean(page)
 
 
