@@ -1,0 +1,92 @@
+"""What the console's pages make of a run: rows, filters and sorting, the phase timeline, the verdict banner, the gate
+bar's buttons, and that whatever a run holds is escaped (the templates rendered as the routes render them)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from api.console import views
+from api.console.routes import templates
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def run(name: str = "r1", *, phase: str | None = "Running", gate: dict[str, Any] | None = None,
+        **extra: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, "startedAt": "2026-03-01T11:59:00Z", **extra.pop("status", {})}
+    if gate is not None:
+        status["gate"] = gate
+    return {"metadata": {"name": name, "namespace": "team", "creationTimestamp": "2026-03-01T11:58:30Z",
+                         "resourceVersion": "7", "labels": extra.pop("labels", {})},
+            "spec": {"agentRef": extra.pop("agent", "helper"), "task": "do it", **extra}, "status": status}
+
+
+def test_rows_filter_and_sort() -> None:
+    rows = [views.row(run("b", phase="Succeeded"), NOW),
+            views.row(run("a", gate={"state": "pending"}, labels={"sympozium.ai/schedule": "nightly"}), NOW),
+            views.row(run("c", agent="other"), NOW)]
+    assert rows[1].awaiting and rows[1].schedule == "nightly" and rows[0].age == "1m30s"
+    assert [r.name for r in views.Filters(awaiting=True).apply(rows)] == ["a"]
+    assert [r.name for r in views.Filters(agent="other").apply(rows)] == ["c"]
+    assert [r.name for r in views.Filters(schedule="nightly").apply(rows)] == ["a"]
+    assert [r.name for r in views.Filters(phase="Running", sort="name", desc=False).apply(rows)] == ["a", "c"]
+    assert [r.name for r in views.Filters(sort="name", desc=True).apply(rows)] == ["c", "b", "a"]
+    assert [r.name for r in views.Filters(sort="nonsense", desc=False).apply(rows)] == ["a", "b", "c"]
+
+
+def test_the_timeline_has_times_and_durations_from_the_status() -> None:
+    done = run(phase="Succeeded", gate={"state": "approved", "requestedAt": "2026-03-01T11:59:20Z"},
+               status={"completedAt": "2026-03-01T11:59:50Z"})
+    steps = views.timeline(done, NOW)
+    assert [(s.phase, s.duration, s.current) for s in steps] == [
+        ("Pending", "30s", False), ("Running", "20s", False), ("PostRunning", "30s", False),
+        ("Succeeded", "", True)]
+    live = views.timeline(run(), NOW)
+    assert [(s.phase, s.duration, s.current) for s in live] == [("Pending", "30s", False), ("Running", "1m00s", True)]
+    # PostRunning without a gate records no start: shown without a time, not guessed.
+    post = views.timeline(run(phase="PostRunning"), NOW)
+    assert [(s.phase, s.at, s.duration) for s in post][-1] == ("PostRunning", "", "")
+
+
+def test_banners_by_verdict() -> None:
+    assert views.banner(run(gate={"state": "pending"})) is None and views.banner(run()) is None
+    tones = {s: views.banner(run(gate={"state": s, "decidedBy": "alice"})) for s in
+             ("approved", "rejected", "rewritten", "timeout", "error", "retries-exhausted")}
+    assert {s: b["tone"] for s, b in tones.items() if b} == {
+        "approved": "ok", "rejected": "bad", "rewritten": "info", "timeout": "bad", "error": "bad",
+        "retries-exhausted": "bad"}
+    assert tones["approved"] is not None and tones["approved"]["by"] == "alice"
+
+
+def head(obj: dict[str, Any]) -> str:
+    return templates.get_template("_head.html").render(
+        name=obj["metadata"]["name"], namespace="team", row=views.row(obj), st=obj["status"], csrf="tok",
+        temporal="", banner=views.banner(obj), gate_open=views.gate_open(obj), retry=views.has_retry(obj))
+
+
+def test_the_gate_bar_offers_retry_only_with_lifecycle_retry() -> None:
+    waiting = run(phase="PostRunning", gate={"state": "pending"})
+    html = head(waiting)
+    assert 'value="approve"' in html and 'value="reject"' in html and 'value="rewrite"' in html
+    assert 'value="retry"' not in html and 'name="csrf" value="tok"' in html
+    assert 'value="retry"' in head(run(phase="PostRunning", gate={"state": "pending"},
+                                       lifecycle={"retry": {"maxAttempts": 2}}))
+    assert "gatebar" not in head(run(phase="Succeeded", gate={"state": "approved"}))
+
+
+def test_what_a_run_holds_is_escaped_everywhere() -> None:
+    hostile = '<img src=x onerror=alert(1)>'
+    obj = run(name="r1", agent=hostile, phase="Failed", gate={"state": "rejected", "decidedBy": hostile,
+                                                             "reason": hostile},
+              status={"error": hostile, "result": hostile,
+                      "conditions": [{"type": "StepFailed", "status": "True", "message": hostile}]})
+    rows = views.Filters().apply([views.row(obj, NOW)])
+    table = templates.get_template("_runs_table.html").render(
+        rows=rows, total=1, namespace="team", f=views.Filters(), base_query="namespace=team")
+    detail = templates.get_template("_run_detail.html").render(
+        name="r1", namespace="team", spec=obj["spec"], st=obj["status"], task=hostile, model=hostile,
+        created_by=hostile, timeline=views.timeline(obj, NOW))
+    toast = templates.get_template("_toast.html").render(r=views.row(obj, NOW))
+    for html in (table, detail, toast, head(obj)):
+        assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
