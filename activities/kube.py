@@ -28,6 +28,7 @@ from models.kube import (
     Conflict,
     Invalid,
     Kube,
+    KubeError,
     NotFound,
     finalizer_added,
     finalizer_removed,
@@ -611,9 +612,21 @@ class KubeActivities:
 
     @activity.defn
     @kube_activity
-    async def clean_up(self, req: CleanUp) -> None:
-        """Remove what the run made (only what it made), then let the object go."""
+    async def clean_up(self, req: CleanUp) -> Published | None:
+        """The run's final status and events (`req.final`), then remove what the run made (only what it made),
+        then let the object go. A final status that cannot be written for good (the object is gone, or refused) is
+        logged and the cleanup goes on: the run's finalizer must never stay for it."""
         ns, name, uid = req.ref.namespace, req.ref.name, req.ref.uid
+        published: Published | None = None
+        if req.final is not None:
+            try:
+                await self._write_status(req.ref, req.final.update, first=req.final.first)
+            except (ApplicationError, KubeError) as e:
+                failure = e if isinstance(e, ApplicationError) else application_error(e)
+                if not failure.non_retryable:
+                    raise
+                activity.logger.warning("the final status of AgentRun %s/%s was not written: %s", ns, name, failure)
+            published = Published(unpublished=await self._publish(req.final.events))
         run = req.run
         if run is not None:
             if req.kill:
@@ -639,6 +652,7 @@ class KubeActivities:
             if run.rbac:
                 await self._delete_rbac(ns, name, uid)
         await self._release(req.ref)
+        return published
 
     async def _release(self, ref: RunRef) -> None:
         """Remove our finalizer with one patch that needs no read when it is the object's only finalizer

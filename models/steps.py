@@ -216,3 +216,5 @@ class CleanUp(BaseModel):
     keep_jobs: bool = False
     kill: bool = False
     workspace_uid: str | None = None  # known: deleted with it as a precondition, no read first
+    # The run's final status and events, written and published first (the run's end costs one step, not two).
+    final: StatusChange | None = None

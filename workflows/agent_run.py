@@ -85,6 +85,9 @@ R = TypeVar("R")
 # Runs started with this marker take verdicts only while the gate waits (refusing, and recording, the others),
 # run the gate hook alone and the other postRun hooks after the verdict, and stop a gate hook at gateTimeout.
 GATE_PATCH = "gate-hooks-after-verdict"
+# Runs that reach their end with this marker write their final status and events in the cleanup step, first thing:
+# the end of a run is one step, not two.
+FINISH_PATCH = "final-status-in-cleanup"
 
 __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult", "RunState", "workflow_id"]
 
@@ -127,6 +130,7 @@ class AgentRunWorkflow:
         self._attempts: list[AttemptRecord] = []  # how the gate decided each attempt (runs with lifecycle.retry)
         self._metrics: list[Metrics] = []  # each attempt's agent's usage: the run's is their sum
         self._naming = False  # a later attempt's steps run: their summaries name it ("attempt 2: ...")
+        self._final: StatusChange | None = None  # the final status, for the cleanup step to write first
 
     # -- handlers (the same names as version 1, so the bridge, API and CLI speak to both) -----------------
 
@@ -607,10 +611,13 @@ class AgentRunWorkflow:
                                            "error": error, "gateVerdict": status.gate_verdict})
         if phase == Phase.FAILED:
             self._emit("agent.run.failed", {"error": error, "reason": failure})
-        try:
-            await self._write(status, f"write status: {phase}")
-        except ActivityError:
-            workflow.logger.warning("the final status of the run could not be written")
+        if workflow.patched(FINISH_PATCH):
+            self._final = self._change(status)  # written by the cleanup step that follows, first thing
+        else:
+            try:
+                await self._write(status, f"write status: {phase}")
+            except ActivityError:
+                workflow.logger.warning("the final status of the run could not be written")
         return RunResult(phase=phase, result=result, error=error)
 
     async def _step_failed(self, e: ActivityError) -> RunResult:
@@ -632,12 +639,17 @@ class AgentRunWorkflow:
         assert self._ref is not None
         self._state.step = "cleanup"
         run = self._run
+        final = self._final
         req = CleanUp(ref=self._ref, run=run, jobs=self._jobs, keep_jobs=run is not None and run.cleanup == "keep",
-                      kill=kill, workspace_uid=self._workspace_uid)
+                      kill=kill, workspace_uid=self._workspace_uid, final=final)
+        summary = "clean up Jobs, workspace and RBAC; release the run"
+        if final is not None:
+            summary = f"write status: {final.update.status.phase}; {summary}"
 
         async def steps() -> None:
-            await self._act(KubeActivities.clean_up, req, "clean up Jobs, workspace and RBAC; release the run",
-                            long=True)
+            published = await self._act(KubeActivities.clean_up, req, summary, long=True)
+            if published is not None:
+                self._retry_later(published.unpublished)
             # Only now is nothing of the run executing (a killed run's pods are gone), so the slot is free.
             await self._slots.give_back()
 
@@ -676,11 +688,14 @@ class AgentRunWorkflow:
         await self._write(AgentRunStatus(), f"write status: queued at position {position}" if position
                           else "write status: slot granted")
 
-    async def _write(self, status: AgentRunStatus, summary: str) -> None:
+    def _change(self, status: AgentRunStatus) -> StatusChange:
+        """A status write: these fields, every condition recorded so far, and the events emitted since the last."""
         assert self._ref is not None
-        change = StatusChange(ref=self._ref, update=StatusUpdate(status=status, conditions=list(self._conditions.values())),
-                              events=self._take_events(), first=not self._begun)
-        published: Published = await self._act(KubeActivities.update_status, change, summary)
+        return StatusChange(ref=self._ref, update=StatusUpdate(status=status, conditions=list(self._conditions.values())),
+                            events=self._take_events(), first=not self._begun)
+
+    async def _write(self, status: AgentRunStatus, summary: str) -> None:
+        published: Published = await self._act(KubeActivities.update_status, self._change(status), summary)
         self._retry_later(published.unpublished)
 
     def _emit(self, topic: Topic, data: dict[str, str | int | None]) -> None:

@@ -18,9 +18,11 @@ from kubernetes import client
 from activities import manifests as mf
 from activities.kube import KubeActivities
 from localkube.testing import Handle
+from models.agentrun import AgentRunStatus
 from models.names import RUN_FINALIZER
 from models.resolve import RunRef, resolve_run
-from models.steps import CleanUp, JobRef, StartRun
+from models.run import Phase, StatusUpdate
+from models.steps import CleanUp, JobRef, StartRun, StatusChange
 from tests.activities.test_manifests import AGENT
 from tests.conftest import AUDIT_LOG
 from tests.e2e.conftest import Stack, agent, agent_run, hook
@@ -139,6 +141,37 @@ async def test_release_with_another_finalizer_removes_only_ours(stack: Stack, na
         "another object's finalizer is left alone"
     await acts.clean_up(CleanUp(ref=RunRef(namespace=ns, name="held", uid=made["metadata"]["uid"])))
     assert not (stack.get_run(ns, "held") or {})["metadata"].get("finalizers")
+
+
+async def test_cleanup_writes_the_final_status_first_and_cleans_up_when_it_cannot(
+        stack: Stack, namespace: str) -> None:
+    ns = namespace
+    made = stack.create(ns, "agentruns", agent_run("ending", agent_ref="nobody"))  # fails at once: no such Agent
+    stack.wait_phase(ns, "ending")
+    wait_for(lambda: not (stack.get_run(ns, "ending") or {})["metadata"].get("finalizers"), timeout=30,
+             what="the run's own cleanup to release it")
+    stack.custom.patch_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "agentruns", "ending",
+                                                {"metadata": {"finalizers": [RUN_FINALIZER]}})
+    acts = KubeActivities(stack.api, default_image="agent:dev")
+    ref = RunRef(namespace=ns, name="ending", uid=made["metadata"]["uid"])
+    final = StatusChange(ref=ref, update=StatusUpdate(status=AgentRunStatus(phase=Phase.SUCCEEDED, result="final")))
+    published = await acts.clean_up(CleanUp(ref=ref, final=final))
+    assert published is not None and published.unpublished == []
+    run = stack.get_run(ns, "ending") or {}
+    assert run["status"]["result"] == "final" and not run["metadata"].get("finalizers")
+
+    # A final status that cannot be written for good (the object is gone) leaves the cleanup to go on.
+    obj = {"metadata": {"name": "vanished", "namespace": ns, "uid": "uid-vanished"},
+           "spec": {"agentRef": "helper", "task": "do"}}
+    gone = resolve_run(obj, AGENT, default_image="agent:1")
+    batch: Any = client.BatchV1Api(stack.api)
+    job = batch.create_namespaced_job(ns, _labelled_job(gone, "vanished", "uid-vanished"))
+    ref = RunRef(namespace=ns, name="vanished", uid="uid-vanished")
+    final = StatusChange(ref=ref, update=StatusUpdate(status=AgentRunStatus(phase=Phase.SUCCEEDED)))
+    await acts.clean_up(CleanUp(ref=ref, run=gone, final=final, jobs=[JobRef(
+        namespace=ns, name="vanished", uid=job.metadata.uid, component="agent-run", labelled=True)]))
+    wait_for(lambda: not [j for j in batch.list_namespaced_job(ns).items if j.metadata.name == "vanished"
+                          and not j.metadata.deletion_timestamp], timeout=30, what="the vanished run's Job deleted")
 
 
 async def test_a_stale_version_from_the_bridge_falls_back_to_reading_the_run(stack: Stack, namespace: str) -> None:

@@ -139,6 +139,8 @@ class FakeCluster:
                 out.append(arg.status)
             elif name == "update_status":
                 out.append(arg.update)
+            elif name == "clean_up" and arg.final is not None:  # the final status, written first by cleanup
+                out.append(arg.final.update)
         return out
 
     def status(self) -> dict[str, Any]:
@@ -246,8 +248,9 @@ class FakeCluster:
                     j.deleted = True
 
         @activity.defn(name="clean_up")
-        async def clean_up(req: CleanUp) -> None:
+        async def clean_up(req: CleanUp) -> Published | None:
             await cluster._called("clean_up", req)
+            return Published(unpublished=published(req.final.events)) if req.final is not None else None
 
         @activity.defn(name="publish_event")
         async def publish_event(event: RunEvent) -> None:

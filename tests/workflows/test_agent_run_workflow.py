@@ -117,7 +117,9 @@ async def test_a_plain_run_writes_pending_running_succeeded_and_cleans_up(env: W
     assert start.prepare, "the first Job's step makes the run's account, RBAC and workspace"
     (cleanup,) = cluster.named("clean_up")
     assert not cleanup.kill and [j.name for j in cleanup.jobs] == ["r"]
-    assert [n for n, _ in cluster.calls] == ["begin_run", "start_job", "observe_job", "update_status", "clean_up"]
+    assert cleanup.final is not None and cleanup.final.update.status.phase == "Succeeded", \
+        "the final status is written by the cleanup step, first thing"
+    assert [n for n, _ in cluster.calls] == ["begin_run", "start_job", "observe_job", "clean_up"]
 
 
 async def test_a_missed_job_event_is_caught_by_the_fallback_check(env: WorkflowEnvironment) -> None:
@@ -430,14 +432,15 @@ async def test_events_nats_did_not_take_are_retried_alone_with_the_same_ids(env:
     assert sorted(e.seq for e in cluster.retried_events) == [1, 2, 3, 4, 5]
 
 
-async def test_a_run_of_prerun_agent_and_postrun_takes_nine_steps(env: WorkflowEnvironment) -> None:
+async def test_a_run_of_prerun_agent_and_postrun_takes_eight_steps(env: WorkflowEnvironment) -> None:
     cluster = FakeCluster(resolved_run(pre_run=[hook("check")], post_run=[hook("notify")]))
     result = await _run(env, cluster)
     assert result.phase == "Succeeded"
     assert [n for n, _ in cluster.calls] == ["begin_run", "start_job", "observe_job", "start_job", "observe_job",
-                                             "start_job", "observe_job", "update_status", "clean_up"]
+                                             "start_job", "observe_job", "clean_up"]
     assert [s.prepare for s in cluster.named("start_job")] == [True, False, False]
-    assert not any(w.first for w in cluster.named("update_status")), "Pending exists: fields are patched"
+    (cleanup,) = cluster.named("clean_up")
+    assert cleanup.final is not None and not cleanup.final.first, "Pending exists: fields are patched"
     assert cluster.phases() == ["Pending", "Running", "PostRunning", "Succeeded"]
     assert cluster.status()["pod_name"] == "r-pod"
 
@@ -458,8 +461,10 @@ async def test_a_run_that_fails_before_pending_writes_its_whole_status_at_once(e
         "read agents a: agents are off limits (HTTP 403)", type="KubernetesForbidden", non_retryable=True))
     result = await _run(env, cluster)
     assert result.phase == "Failed" and "agents are off limits" in (result.error or "")
-    (write,) = cluster.named("update_status")
-    assert write.first, "no status exists yet: its fields cannot be patched one by one"
+    assert cluster.named("update_status") == []
+    (cleanup,) = cluster.named("clean_up")
+    write = cleanup.final
+    assert write is not None and write.first, "no status exists yet: its fields cannot be patched one by one"
     assert cluster.phases() == ["Failed"]
 
 
