@@ -309,7 +309,7 @@ async def run_context(state: State, namespace: str, name: str) -> dict[str, Any]
             "task": task if isinstance(task, str) else repr(task), "model": model,
             "timeline": views.timeline(obj), "banner": views.banner(obj), "gate_open": views.gate_open(obj),
             "retry": views.has_retry(obj), "created_by": views.created_by(obj), "temporal": temporal,
-            "hooks": hooks(obj)}
+            "hooks": hooks(obj), "last_attempt": int(st.get("attempt") or 1), "log_attempt": None}
 
 
 @router.get("/runs/{name}", response_class=HTMLResponse)
@@ -325,11 +325,15 @@ PARTS = {"head": "_head.html", "detail": "_run_detail.html", "logs": "_logs.html
 
 @router.get("/runs/{name}/part/{part}", response_class=HTMLResponse)
 async def run_part(request: Request, name: str, part: str, who: ConsoleSession, state: StateDep,
-                   namespace: Namespace = "default") -> HTMLResponse:
-    """A region of the run's page, fetched again when the page hears that the run changed."""
+                   namespace: Namespace = "default", attempt: int | None = Query(None, ge=1)) -> HTMLResponse:
+    """A region of the run's page, fetched again when the page hears that the run changed (the logs: of the last
+    attempt, or of `attempt`)."""
     if part not in PARTS:
         raise ConsoleError(404, f"no part {part!r} of a run's page")
-    return page(request, PARTS[part], who=who, error="", sent="", **await run_context(state, namespace, name))
+    ctx = await run_context(state, namespace, name)
+    if attempt is not None:
+        ctx["log_attempt"] = min(attempt, ctx["last_attempt"])
+    return page(request, PARTS[part], who=who, error="", sent="", **ctx)
 
 
 @router.post("/runs/{name}/verdict", response_class=HTMLResponse)

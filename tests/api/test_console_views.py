@@ -90,3 +90,18 @@ def test_what_a_run_holds_is_escaped_everywhere() -> None:
     toast = templates.get_template("_toast.html").render(r=views.row(obj, NOW))
     for html in (table, detail, toast, head(obj)):
         assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_a_retried_run_shows_the_last_attempts_logs_and_offers_the_others() -> None:
+    def logs(last: int, shown: int | None) -> str:
+        return templates.get_template("_logs.html").render(
+            name="r 1", namespace="team", st={"attempt": last}, last_attempt=last, log_attempt=shown,
+            hooks=[("preRun", "fetch"), ("postRun", "gate")])
+    html = logs(2, None)
+    assert "(attempt 2 of 2)" in html and html.count("<button") == 2 and 'aria-pressed="true">Attempt 2<' in html
+    assert 'sse-connect="/runs/r%201/log-stream?namespace=team&amp;attempt=2"' in html
+    assert 'sse-connect="/runs/r%201/log-stream?namespace=team&amp;attempt=2&amp;hook=gate"' in html
+    assert 'hx-get="/runs/r%201/part/logs?namespace=team&amp;attempt=1"' in html
+    assert 'sse-connect="/runs/r%201/log-stream?namespace=team&amp;attempt=1"' in logs(2, 1)
+    single = logs(1, None)
+    assert "<button" not in single and "attempt 1 of" not in single
