@@ -85,6 +85,8 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
 def _save(shape: str, text: str) -> None:
     """Existing recordings are kept: that older histories still replay is the point."""
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"v2-{shape}.json"  # type "AgentRun"; the unprefixed ones are version 1 ("AgentRunWorkflow")
+    # Type "AgentRun"; the unprefixed ones are version 1 ("AgentRunWorkflow"); v2- were recorded before the final
+    # status moved into the cleanup step (patch final-status-in-cleanup), v3- after.
+    path = OUT / f"v3-{shape}.json"
     if not path.exists():
         path.write_text(text)

@@ -27,6 +27,7 @@ TEXTS = {p.stem: p.read_text() for p in HISTORIES}
 def test_there_are_recorded_histories_of_both_versions() -> None:
     assert len([p for p in HISTORIES if not p.stem.startswith("v2-")]) >= 5
     assert len([p for p in HISTORIES if p.stem.startswith("v2-")]) >= 5
+    assert len([p for p in HISTORIES if p.stem.startswith("v3-")]) >= 5
 
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
