@@ -183,6 +183,10 @@ class RunWatch:
         """The runs as last seen (copies), of one namespace or all, by namespace and name."""
         return [copy.deepcopy(o) for k, o in sorted(self._runs.items()) if namespace is None or k[0] == namespace]
 
+    def namespaces(self) -> set[str]:
+        """The namespaces the view holds runs of (no copies made)."""
+        return {ns for ns, _ in list(self._runs)}
+
     def peek(self) -> Iterator[Obj]:
         """The runs as held, not copies, for readers on the loop that only look (the metrics' counts)."""
         return iter(list(self._runs.values()))

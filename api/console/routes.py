@@ -159,8 +159,7 @@ async def one_run(state: State, namespace: str, name: str) -> dict[str, Any]:
 
 def namespaces(state: State, current: str) -> list[str]:
     watch = state.runwatch
-    seen = {str((o.get("metadata") or {}).get("namespace")) for o in watch.list()}
-    return sorted(seen | {"default", current})
+    return sorted(watch.namespaces() | {"default", current})
 
 
 def filters(phase: str, agent: str, awaiting: str, schedule: str, sort: str, order: str) -> views.Filters:
@@ -358,25 +357,26 @@ async def delete_page(request: Request, name: str, who: ConsoleSession, state: S
                 row=views.row(obj), error="")
 
 
-@router.post("/runs/{name}/delete", response_class=HTMLResponse)
-async def delete(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
-                 namespace: Namespace = "default") -> Response:
+async def _delete_run(state: State, namespace: str, name: str) -> str:
+    """Delete the run as the JSON API does; where to go next (the namespace's runs)."""
     try:
         await runops.delete_run(state, namespace, name)
     except HTTPException as e:
         raise ConsoleError(e.status_code, str(e.detail)) from e
-    return redirect("/runs?" + urlencode({"namespace": namespace}))
+    return "/runs?" + urlencode({"namespace": namespace})
+
+
+@router.post("/runs/{name}/delete", response_class=HTMLResponse)
+async def delete(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
+                 namespace: Namespace = "default") -> Response:
+    return redirect(await _delete_run(state, namespace, name))
 
 
 @router.delete("/runs/{name}")
 async def delete_htmx(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
                       namespace: Namespace = "default") -> Response:
     """The same, for an `hx-delete` (the CSRF token in its header): 204, and htmx goes to the runs list."""
-    try:
-        await runops.delete_run(state, namespace, name)
-    except HTTPException as e:
-        raise ConsoleError(e.status_code, str(e.detail)) from e
-    return Response(status_code=204, headers={"HX-Redirect": "/runs?" + urlencode({"namespace": namespace})})
+    return Response(status_code=204, headers={"HX-Redirect": await _delete_run(state, namespace, name)})
 
 
 # -- live updates ------------------------------------------------------------------------------------------------

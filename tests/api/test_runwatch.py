@@ -98,6 +98,7 @@ async def test_a_run_created_changed_and_deleted_is_seen_and_told_to_subscribers
         assert [r["metadata"]["name"] for r in watch.list(namespace)] == ["r1"]
         assert watch.list(other_namespace) == []
         assert watch.get(other_namespace, "r1") is None
+        assert namespace in watch.namespaces() and other_namespace not in watch.namespaces()
 
         await runs.label("r1", "blue")
         modified = await next_event(sub, lambda ev: ev.type != "RESYNC" and ev.obj["metadata"]["name"] == "r1")
@@ -113,6 +114,7 @@ async def test_a_run_created_changed_and_deleted_is_seen_and_told_to_subscribers
         deleted = await next_event(sub, lambda ev: ev.type != "RESYNC" and ev.obj["metadata"]["name"] == "r1")
         assert deleted.type == "DELETED"
         assert watch.get(namespace, "r1") is None
+        assert namespace not in watch.namespaces(), "a namespace is held while it has runs"
     assert sub not in watch._subscribers, "leaving the with-block unsubscribes"
 
 
