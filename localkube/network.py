@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,8 +23,20 @@ Cause = tuple[str, str, str]
 
 SERVICES = ("", "services")
 ENDPOINTS = ("", "endpoints")
-SERVICE_NET = ipaddress.ip_network("127.96.0.0/16")
-POD_NET = ipaddress.ip_network("127.244.0.0/16")
+
+
+def _block() -> int:
+    """Two localkubes on one host (two test sessions at once) must not hand out the same addresses: each may be
+    given its own block, LOCALKUBE_NETWORK_BLOCK (0-9, default 0): Services from 127.(96+block).0.0/16, pods from
+    127.(244+block).0.0/16."""
+    raw = os.environ.get("LOCALKUBE_NETWORK_BLOCK", "0") or "0"
+    if not raw.isdigit() or int(raw) > 9:
+        raise ValueError(f"LOCALKUBE_NETWORK_BLOCK must be a number from 0 to 9, not {raw!r}")
+    return int(raw)
+
+
+SERVICE_NET = ipaddress.ip_network(f"127.{96 + _block()}.0.0/16")
+POD_NET = ipaddress.ip_network(f"127.{244 + _block()}.0.0/16")
 CLUSTER_DOMAIN = "cluster.local"
 
 
