@@ -197,8 +197,18 @@ async def signin_page(request: Request, next: str = "/runs") -> HTMLResponse:
     return page(request, "signin.html", who=who, next=safe_next(next), error="", open=store(request).open)
 
 
+# What a browser says of where a request comes from (Fetch Metadata); "none" is a typed address or a bookmark.
+SAME_SITE_FETCHES = ("same-origin", "none")
+
+
 @router.post("/signin", response_class=HTMLResponse)
 async def signin(request: Request) -> Response:
+    """No session exists yet, so no CSRF token can guard this form: a sign-in posted from another site (a page that
+    would sign the visitor in as its author, whose verdicts the visitor would then give) is refused by the browser's
+    own word on where it comes from."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in SAME_SITE_FETCHES:
+        raise ConsoleError(403, "a sign-in must come from this console's own page")
     form = await form_of(request)
     sessions = store(request)
     s = sessions.sign_in(form.get("token", "").strip())

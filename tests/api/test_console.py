@@ -72,6 +72,18 @@ async def test_the_cookie_is_secure_over_https(token_file: Path) -> None:
     assert r.status_code == 303 and "secure" in {a.strip().lower() for a in r.headers["set-cookie"].split(";")}
 
 
+async def test_a_sign_in_posted_from_another_site_is_refused(client: httpx.AsyncClient) -> None:
+    """No session exists yet to hold a CSRF token: the browser's Sec-Fetch-Site decides, and a cross-site sign-in
+    (which would sign the visitor in as the attacker) sets no cookie."""
+    for site in ("cross-site", "same-site"):
+        r = await client.post("/signin", data={"token": TOKEN}, headers={"Sec-Fetch-Site": site})
+        assert r.status_code == 403 and COOKIE not in r.headers.get("set-cookie", ""), site
+        assert "must come from this console" in r.text
+    for site in ("same-origin", "none"):
+        r = await client.post("/signin", data={"token": TOKEN}, headers={"Sec-Fetch-Site": site})
+        assert r.status_code == 303 and COOKIE in r.headers["set-cookie"], site
+
+
 async def test_a_wrong_token_is_refused_as_text(client: httpx.AsyncClient) -> None:
     r = await client.post("/signin", data={"token": "<b>nope</b>"})
     assert r.status_code == 401 and "not a valid API token" in r.text
