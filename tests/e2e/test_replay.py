@@ -12,6 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.e2e.conftest import Stack, agent, agent_run, hook
+from tests.waiting import wait_for
 from workflows.agent_run import AgentRunWorkflow
 from workflows.agent_run_v1 import AgentRunWorkflowV1
 
@@ -42,9 +43,14 @@ def test_every_history_of_the_session_replays_with_the_current_code(stack: Stack
         "preRun": [hook("pre", "true")], "postRun": [hook("post", "exit 1")],
         "rbac": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}))
     stack.create(ns, "agentruns", agent_run("broken", task="fail:nope"))
-    for name in ("full", "broken"):
-        stack.wait_phase(ns, name)
-    histories = asyncio.run(_histories(stack.temporal.address))
-    assert len(histories) >= 2
+    wids = {stack.wait_phase(ns, name)["status"]["workflowId"] for name in ("full", "broken")}
+
+    def closed() -> list[WorkflowHistory] | None:
+        """The session's closed histories, once both runs' workflows are among them: a run's terminal status is
+        written as its cleanup begins, before its workflow closes, and listing lags behind closing."""
+        histories = asyncio.run(_histories(stack.temporal.address))
+        return histories if wids <= {h.workflow_id for h in histories} else None
+
+    histories = wait_for(closed, timeout=60, interval=0.5, what="both runs' workflows closed and listed")
     failures = asyncio.run(_replay(histories))
     assert failures == {}, failures
