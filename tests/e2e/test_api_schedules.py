@@ -1,6 +1,6 @@
 """Schedules through the HTTP API and `agentrun schedules` (SPEC §7, §1.4, §6), against the whole stack.
 
-Schedules here tick only when told to (`@every 1h` with `firstTick: afterInterval`, or suspended),
+Schedules here tick only when told to (`QUIET_CRON`, February 29th, with `firstTick: afterInterval`, or suspended),
 so every run a test sees comes from its own trigger or backfill.
 """
 
@@ -18,12 +18,12 @@ import httpx
 import pytest
 
 from cli.main import main as agentrun
-from tests.e2e.conftest import API_TOKENS, Stack, agent
+from tests.e2e.conftest import API_TOKENS, QUIET_CRON, Stack, agent
 from tests.e2e.test_schedules import PLURAL, phase, runs_of, schedule
 from tests.waiting import wait_for
 
 TOKEN = next(t for t, who in API_TOKENS.items() if who == "alice@example.com")
-QUIET = {"schedule": "@every 1h", "firstTick": "afterInterval"}
+QUIET = {"schedule": QUIET_CRON, "firstTick": "afterInterval"}
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +57,13 @@ def test_a_schedule_is_created_listed_read_patched_and_deleted(api: httpx.Client
     stack.create(namespace, "agents", agent())
     made = create(api, namespace, "nightly", timezone="Europe/Paris")
     # Only what the caller gave (plus the CRD's defaults), and who asked for it.
-    assert made["spec"]["schedule"] == "@every 1h" and made["spec"]["timezone"] == "Europe/Paris"
+    assert made["spec"]["schedule"] == QUIET_CRON and made["spec"]["timezone"] == "Europe/Paris"
     assert "catchupWindow" not in made["spec"]
     assert made["metadata"]["annotations"]["agentrun.dev/created-by"] == "alice@example.com"
     wait_phase(api, namespace, "nightly", "Active")
     listed = api.get("/api/v1/schedules", params={"namespace": namespace}).json()
     assert [(s["name"], s["agent"], s["schedule"], s["timezone"], s["phase"], s["suspend"], s["total_runs"])
-            for s in listed] == [("nightly", "helper", "@every 1h", "Europe/Paris", "Active", False, 0)]
+            for s in listed] == [("nightly", "helper", QUIET_CRON, "Europe/Paris", "Active", False, 0)]
     assert listed[0]["next_run_time"]
 
     r = api.patch("/api/v1/schedules/nightly", params={"namespace": namespace},
@@ -128,7 +128,7 @@ def test_unknown_agent_is_404_a_legacy_instance_will_do_and_a_taken_name_is_409(
         r = api.patch("/api/v1/schedules/twin", params={"namespace": namespace}, json=change)
         assert r.status_code == code, (change, r.text)
     spec = api.get("/api/v1/schedules/twin", params={"namespace": namespace}).json()["spec"]
-    assert (spec["agentRef"], spec["schedule"], spec.get("timezone")) == ("legacy", "@every 1h", None)
+    assert (spec["agentRef"], spec["schedule"], spec.get("timezone")) == ("legacy", QUIET_CRON, None)
 
 
 def test_pause_and_resume_flip_spec_suspend_and_the_bridge_follows(api: httpx.Client, stack: Stack,
@@ -268,7 +268,7 @@ def test_agentrun_schedules_commands_list_get_pause_resume_trigger_and_backfill(
     code, out, _ = cli("list")
     header, row = out.splitlines()
     assert code == 0 and header.split()[:4] == ["NAME", "AGENT", "SCHEDULE", "TIMEZONE"]
-    assert row.split()[:6] == ["cli", "helper", "@every", "1h", "UTC", "Active"]
+    assert row.split()[:9] == ["cli", "helper", *QUIET_CRON.split(), "UTC", "Active"]
     code, out, _ = cli("get", "cli")
     assert code == 0 and "name: cli" in out and "phase: Active" in out
     assert cli("pause", "cli")[:2] == (0, "sympoziumschedule/cli: paused (spec.suspend: true)\n")

@@ -28,6 +28,7 @@ from kubernetes.client.rest import ApiException
 
 from localkube.network import SERVICE_NET
 from models.codec import parse_keys
+from tests.e2e.conftest import QUIET_CRON
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,7 +129,7 @@ def test_a_gated_run_is_approved_through_the_charts_api_service(cluster: dict[st
 def test_a_schedule_ticks(cluster: dict[str, Any], ns: str) -> None:
     _apply(cluster, ns, "agent.yaml")
     schedule = {"apiVersion": f"{G}/{V}", "kind": "SympoziumSchedule", "metadata": {"name": "beat"},
-                "spec": {"agentRef": "demo-agent", "schedule": "@every 1h", "task": "heartbeat", "type": "heartbeat"}}
+                "spec": {"agentRef": "demo-agent", "schedule": QUIET_CRON, "task": "heartbeat", "type": "heartbeat"}}
     client.CustomObjectsApi(cluster["client"]).create_namespaced_custom_object(G, V, ns, "sympoziumschedules", schedule)
 
     def first() -> str | None:

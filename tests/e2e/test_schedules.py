@@ -22,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from models.schedule import ScheduleRef, TickResult, temporal_schedule_id
-from tests.e2e.conftest import TERMINAL, Record, Stack, agent
+from tests.e2e.conftest import QUIET_CRON, TERMINAL, Record, Stack, agent
 from tests.waiting import wait_for, wait_for_async
 from workflows.scheduled_run import ScheduledRunWorkflow
 
@@ -126,7 +126,7 @@ async def test_two_bridges_never_create_two_runs_for_one_tick(stack: Stack, name
     try:
         stack.create(namespace, "agents", agent())
         runs = record(namespace, "agentruns")
-        stack.create(namespace, PLURAL, schedule("twice", "@every 1h", concurrencyPolicy="Allow",
+        stack.create(namespace, PLURAL, schedule("twice", QUIET_CRON, concurrencyPolicy="Allow",
                                                  firstTick="afterInterval"))
         wait_status(stack, namespace, "twice", "Active", lambda s: s.get("phase") == "Active")
         handle = handle_of(temporal_client, stack, namespace, "twice")
@@ -151,7 +151,7 @@ async def test_forbid_skips_ticks_while_a_run_is_active_and_resumes_after(
         stack: Stack, namespace: str, record: Record, temporal_client: Client) -> None:
     stack.create(namespace, "agents", agent())
     runs = record(namespace, "agentruns")
-    stack.create(namespace, PLURAL, schedule("solo", "@every 1h", task="sleep:4", firstTick="afterInterval"))
+    stack.create(namespace, PLURAL, schedule("solo", QUIET_CRON, task="sleep:4", firstTick="afterInterval"))
     wait_status(stack, namespace, "solo", "Active", lambda s: s.get("phase") == "Active")
     handle = handle_of(temporal_client, stack, namespace, "solo")
     await handle.trigger()
@@ -198,7 +198,7 @@ def _max_active(rec: Any) -> int:
 async def test_allow_overlaps_runs(stack: Stack, namespace: str, record: Record, temporal_client: Client) -> None:
     stack.create(namespace, "agents", agent())
     runs = record(namespace, "agentruns")
-    stack.create(namespace, PLURAL, schedule("many", "@every 1h", task="sleep:3", concurrencyPolicy="Allow",
+    stack.create(namespace, PLURAL, schedule("many", QUIET_CRON, task="sleep:3", concurrencyPolicy="Allow",
                                              firstTick="afterInterval"))
     wait_status(stack, namespace, "many", "Active", lambda s: s.get("phase") == "Active")
     handle = handle_of(temporal_client, stack, namespace, "many")
@@ -216,7 +216,7 @@ async def test_allow_overlaps_runs(stack: Stack, namespace: str, record: Record,
 async def test_replace_cancels_the_running_run_with_its_cleanup_and_starts_the_next(
         stack: Stack, namespace: str, temporal_client: Client) -> None:
     stack.create(namespace, "agents", agent())
-    stack.create(namespace, PLURAL, schedule("swap", "@every 1h", task="sleep:120", concurrencyPolicy="Replace",
+    stack.create(namespace, PLURAL, schedule("swap", QUIET_CRON, task="sleep:120", concurrencyPolicy="Replace",
                                              firstTick="afterInterval"))
     wait_status(stack, namespace, "swap", "Active", lambda s: s.get("phase") == "Active")
     handle = handle_of(temporal_client, stack, namespace, "swap")
@@ -273,7 +273,7 @@ async def test_invalid_cron_or_zone_is_an_error_and_creates_nothing(stack: Stack
     assert await schedule_exists(handle_of(temporal_client, stack, namespace, "never"))
     # Fixing the cron makes it Active.
     stack.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "badcron",
-                                                {"spec": {"schedule": "0 * * * *", "firstTick": "afterInterval"}})
+                                                {"spec": {"schedule": QUIET_CRON, "firstTick": "afterInterval"}})
     fixed = wait_status(stack, namespace, "badcron", "Active", lambda s: s.get("phase") == "Active")
     assert fixed["status"].get("nextRunTime") and "message" not in fixed["status"]
     assert runs_of(stack, namespace, "badcron") == []
@@ -299,7 +299,7 @@ async def test_suspend_pauses_and_resume_unpauses_the_temporal_schedule(stack: S
 async def test_deleting_the_schedule_removes_its_temporal_schedule_and_runs(
         stack: Stack, namespace: str, temporal_client: Client) -> None:
     stack.create(namespace, "agents", agent())
-    stack.create(namespace, PLURAL, schedule("gone", "@every 1h", task="sleep:120", concurrencyPolicy="Allow"))
+    stack.create(namespace, PLURAL, schedule("gone", QUIET_CRON, task="sleep:120", concurrencyPolicy="Allow"))
     # firstTick: immediate (the default) triggers once on creation.
     run = wait_for(lambda: next(iter(runs_of(stack, namespace, "gone")), None), timeout=20, what="the immediate tick")
     stack.wait_phase(namespace, run["metadata"]["name"], {"Running"}, timeout=20)
@@ -334,7 +334,7 @@ async def test_backfill_creates_exactly_the_runs_of_the_range(stack: Stack, name
 async def test_ticks_missed_beyond_the_catchup_window_are_dropped(stack: Stack, namespace: str,
                                                                   temporal_client: Client) -> None:
     stack.create(namespace, "agents", agent())
-    stack.create(namespace, PLURAL, schedule("late", "@every 1h", concurrencyPolicy="Allow", catchupWindow="8s",
+    stack.create(namespace, PLURAL, schedule("late", QUIET_CRON, concurrencyPolicy="Allow", catchupWindow="8s",
                                              firstTick="afterInterval"))
     wait_status(stack, namespace, "late", "Active", lambda s: s.get("phase") == "Active")
     handle = handle_of(temporal_client, stack, namespace, "late")
@@ -370,7 +370,7 @@ async def _closed_ticks(temporal: Client, ns: str, name: str, n: int) -> list[tu
 async def test_a_temporal_schedule_deleted_behind_our_back_is_recreated(stack: Stack, namespace: str,
                                                                         temporal_client: Client) -> None:
     stack.create(namespace, "agents", agent())
-    stack.create(namespace, PLURAL, schedule("phoenix", "0 * * * *", firstTick="afterInterval"))
+    stack.create(namespace, PLURAL, schedule("phoenix", QUIET_CRON, firstTick="afterInterval"))
     wait_status(stack, namespace, "phoenix", "Active", lambda s: s.get("phase") == "Active")
     handle = handle_of(temporal_client, stack, namespace, "phoenix")
     await handle.delete()
@@ -384,7 +384,7 @@ async def test_history_of_a_tick_replays(stack: Stack, namespace: str, temporal_
     """Like tests/e2e/test_record_histories.py, for ScheduledRunWorkflow: with
     AGENTRUN_RECORD_HISTORIES=1 the history is kept in tests/workflows/histories/ for CI replays."""
     stack.create(namespace, "agents", agent())
-    stack.create(namespace, PLURAL, schedule("rec", "@every 1h", firstTick="afterInterval"))
+    stack.create(namespace, PLURAL, schedule("rec", QUIET_CRON, firstTick="afterInterval"))
     wait_status(stack, namespace, "rec", "Active", lambda s: s.get("phase") == "Active")
     await handle_of(temporal_client, stack, namespace, "rec").trigger()
     ticks = await wait_for_async(lambda: _closed_ticks(temporal_client, namespace, "rec", 1), timeout=60,
