@@ -718,6 +718,10 @@ class Kubelet(LogSource):
             "KUBERNETES_SERVICE_PORT_HTTPS": self.server_url.rsplit(":", 1)[-1],
             "KUBECONFIG": f"{TOKEN_DIR_IN_POD}/kubeconfig",
         }
+        # An image mapped to this venv's Python imports the code localkube itself runs from: a checkout started
+        # with PYTHONPATH (a git worktree sharing the venv) runs its own agent program, not the installed one.
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         for src in c.get("envFrom") or []:
             prefix = src.get("prefix", "")
             if "configMapRef" in src:
