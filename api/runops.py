@@ -37,6 +37,15 @@ async def read_run(state: State, ns: str, name: str) -> dict[str, Any]:
         raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{ns}"') from e
 
 
+async def current_run(state: State, ns: str, name: str, *, started: bool = False) -> dict[str, Any]:
+    """The run as the API's watch holds it, read from Kubernetes only when the watch lacks it (just created, or the
+    view not synced yet) or, with `started`, has not yet seen its workflow start (no workflowId)."""
+    run = state.runwatch.get(ns, name)
+    if run is None or (started and not (run.get("status") or {}).get("workflowId")):
+        return await read_run(state, ns, name)
+    return cast(dict[str, Any], run)
+
+
 async def create_run(state: State, who: str, namespace: str, *, agent_ref: str, spec: dict[str, Any]) -> dict[str, Any]:
     """A new AgentRun of `agent_ref` (which must exist) with `spec` (agentRef added), stamped with `who`."""
     try:
@@ -82,9 +91,7 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     check_verdict(action, response, reason)
     # The run as the API's watch last saw it: what the decision needs of it (its Agent, creator stamp and workflow ID)
     # does not change once the workflow has started; a run the watch lacks or has not seen started is read.
-    run = state.runwatch.get(namespace, name)
-    if run is None or not (run.get("status") or {}).get("workflowId"):
-        run = await read_run(state, namespace, name)
+    run = await current_run(state, namespace, name, started=True)
     who = caller.identity
     try:
         authority = await gate_authority(admission.reader(state.kube, namespace, state.definitions), run)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from models.kube import Kube
-from models.listwatch import WATCH_SECONDS, ListWatch
+from models.listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
 from models.names import AGENTRUNS, GROUP, VERSION
 
 log = logging.getLogger("agentrun.api.runwatch")
@@ -100,11 +100,6 @@ def _rv(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
-def _trimmed(obj: Obj) -> Obj:
-    m = obj.get("metadata") or {}
-    return {**obj, "metadata": {k: v for k, v in m.items() if k != "managedFields"}}
-
-
 class _Stream(ListWatch):
     """The runs of one namespace ("" = all); its thread hands each list and event to the loop."""
 
@@ -121,10 +116,10 @@ class _Stream(ListWatch):
             loop.call_soon_threadsafe(fn, *args)
 
     def replace(self, items: list[Obj]) -> None:
-        self._to_loop(self.watch._replace, self.namespace, [_trimmed(o) for o in items])
+        self._to_loop(self.watch._replace, self.namespace, [without_managed_fields(o) for o in items])
 
     def apply(self, typ: str, obj: Obj) -> None:
-        self._to_loop(self.watch._apply, typ, _trimmed(obj))
+        self._to_loop(self.watch._apply, typ, without_managed_fields(obj))
 
 
 class RunWatch:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from models.kube import Kube
-from models.listwatch import WATCH_SECONDS, ListWatch
+from models.listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
 from models.names import GROUP, LABEL_RUN, VERSION
 
 log = logging.getLogger("agentrun.worker.informer")
@@ -47,7 +47,7 @@ Obj = dict[str, Any]
 def _trimmed(kind: str, obj: Obj) -> Obj:
     m = obj.get("metadata") or {}
     if kind in DEFINITIONS:
-        return {**obj, "metadata": {k: v for k, v in m.items() if k != "managedFields"}}
+        return without_managed_fields(obj)
     return {"metadata": {k: m[k] for k in _KEEP_METADATA if k in m}, "status": obj.get("status") or {}}
 
 

@@ -24,6 +24,13 @@ WATCH_SECONDS = 300  # by default a watch is renewed this often (from where it w
 Obj = dict[str, Any]
 
 
+def without_managed_fields(obj: Obj) -> Obj:
+    """The object as a view keeps it: managedFields (server-side apply's bookkeeping, often the largest part of an
+    object) serve none of the readers and would multiply a view's memory."""
+    m = obj.get("metadata") or {}
+    return {**obj, "metadata": {k: v for k, v in m.items() if k != "managedFields"}}
+
+
 class ListWatch:
     """One kind in one scope (`args`: the namespace, selectors), kept current by one daemon thread."""
 

@@ -147,12 +147,8 @@ async def runs_in(state: State, namespace: str) -> list[dict[str, Any]]:
 
 
 async def one_run(state: State, namespace: str, name: str) -> dict[str, Any]:
-    watch = state.runwatch
-    obj = watch.get(namespace, name)
-    if obj is not None:
-        return cast(dict[str, Any], obj)
     try:
-        return await runops.read_run(state, namespace, name)  # just created, or a view not synced yet
+        return await runops.current_run(state, namespace, name)
     except HTTPException as e:
         raise ConsoleError(e.status_code, str(e.detail)) from e
 

@@ -125,6 +125,14 @@ def wait_gate(stack: Stack, namespace: str, name: str) -> None:
              .get("state") == "pending", timeout=60, what=f"the gate of {name} to be pending")
 
 
+def open_waiting(stack: Stack, api_server: str, namespace: str, page: Page, name: str, **spec: Any) -> None:
+    """The page of a new gated run of a new Agent, once its gate waits for a verdict."""
+    stack.create(namespace, "agents", agent())
+    stack.create(namespace, "agentruns", gated(name, **spec))
+    wait_gate(stack, namespace, name)
+    page.goto(f"{api_server}/runs/{name}?namespace={namespace}")
+
+
 def test_sign_in_keeps_the_token_out_of_the_browser(browser: Browser, api_server: str) -> None:
     context = new_context(browser)
     try:
@@ -193,12 +201,8 @@ def test_runs_appear_live_with_the_approval_badge_and_a_toast(stack: Stack, api_
 
 def test_approve_on_the_run_page_shows_the_green_banner_logs_and_the_temporal_link(
         stack: Stack, api_server: str, namespace: str, page: Page, tmp_path: Path) -> None:
-    stack.create(namespace, "agents", agent())
     prerun = hook("fetch", "echo 'context fetched <b>for</b> the agent'")
-    stack.create(namespace, "agentruns", gated("to-approve", cleanup="keep",
-                                               lifecycle={"preRun": [prerun]}))
-    wait_gate(stack, namespace, "to-approve")
-    page.goto(f"{api_server}/runs/to-approve?namespace={namespace}")
+    open_waiting(stack, api_server, namespace, page, "to-approve", cleanup="keep", lifecycle={"preRun": [prerun]})
     expect(page.locator("#head .badge.approval")).to_have_text("Approval")
     expect(page.locator("#task")).to_have_text("hello")
     expect(page.locator("#agent")).to_have_text("helper")
@@ -231,10 +235,7 @@ def test_approve_on_the_run_page_shows_the_green_banner_logs_and_the_temporal_li
 
 def test_reject_with_a_replacement_shows_the_red_banner_and_the_replacement(
         stack: Stack, api_server: str, namespace: str, page: Page) -> None:
-    stack.create(namespace, "agents", agent())
-    stack.create(namespace, "agentruns", gated("to-reject"))
-    wait_gate(stack, namespace, "to-reject")
-    page.goto(f"{api_server}/runs/to-reject?namespace={namespace}")
+    open_waiting(stack, api_server, namespace, page, "to-reject")
     replacement = "Blocked: <script>alert(1)</script> is not an answer"
     page.get_by_label("Response").fill(replacement)
     page.get_by_role("button", name="Reject").click()
@@ -247,10 +248,7 @@ def test_reject_with_a_replacement_shows_the_red_banner_and_the_replacement(
 
 def test_a_verdict_from_elsewhere_shows_live_and_a_late_one_is_refused_as_text(
         stack: Stack, api_server: str, namespace: str, page: Page) -> None:
-    stack.create(namespace, "agents", agent())
-    stack.create(namespace, "agentruns", gated("contested"))
-    wait_gate(stack, namespace, "contested")
-    page.goto(f"{api_server}/runs/contested?namespace={namespace}")
+    open_waiting(stack, api_server, namespace, page, "contested")
     csrf = page.locator("form.gatebar input[name=csrf]").input_value()
     expect(page.get_by_role("button", name="Approve")).to_be_visible()
     page.evaluate("window.__sameDocument = true")
