@@ -44,7 +44,7 @@ from models.names import (
     VERSION,
 )
 from models.resolve import RunRef
-from models.settings import SettingsError, user_agent
+from models.settings import SettingsError, TemporalUnreachable, user_agent
 from models.steps import JobFinished, StartRun
 from worker.health import Health
 from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
@@ -364,8 +364,9 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run(BridgeSettings()))
-    except SettingsError as e:
-        # A setting that cannot work (e.g. a bad codec key file) is the operator's to fix: one message, no traceback.
+    except (SettingsError, TemporalUnreachable) as e:
+        # A setting that cannot work (e.g. a bad codec key file) or a Temporal that cannot be reached is the
+        # operator's to fix: one message, no traceback.
         log.error("%s", e)
         print(f"agentrun bridge: {e}", file=sys.stderr)
         return 1

@@ -34,6 +34,11 @@ class SettingsError(ValueError):
     """A setting that cannot work (a missing file, half a key pair); the message names the variable."""
 
 
+class TemporalUnreachable(ConnectionError):
+    """The Temporal frontend could not be reached (refused, no such host, TLS refused): an operator's matter for the
+    process to report in one line, then exit so that its supervisor restarts it."""
+
+
 def _read(variable: str, path: str) -> bytes:
     try:
         return Path(path).read_bytes()
@@ -136,8 +141,15 @@ class TemporalSettings(BaseModel):
         set); `runtime`: the SDK core's own (the worker's, exporting its metrics), else the default one."""
         from temporalio.client import Client
 
-        return await Client.connect(self.address, namespace=self.namespace, data_converter=self.data_converter(),
-                                    tls=self.tls_config(), api_key=self.api_key(), lazy=lazy, runtime=runtime)
+        try:
+            return await Client.connect(self.address, namespace=self.namespace, data_converter=self.data_converter(),
+                                        tls=self.tls_config(), api_key=self.api_key(), lazy=lazy, runtime=runtime)
+        except RuntimeError as e:
+            # The SDK's core says so only in its message (temporalio raises a bare RuntimeError).
+            if not str(e).startswith("Failed client connect"):
+                raise
+            raise TemporalUnreachable(f"cannot reach Temporal at {self.address} (namespace {self.namespace}): "
+                                      f"{str(e).removeprefix('Failed client connect: ')}") from None
 
 
 class KubeSettings(BaseModel):

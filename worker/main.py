@@ -25,7 +25,7 @@ from models.search_attributes import (
     SearchAttributesRefused,
     ensure_search_attributes,
 )
-from models.settings import SettingsError, user_agent
+from models.settings import SettingsError, TemporalUnreachable, user_agent
 from workflows.agent_run import AgentRunWorkflow
 from workflows.agent_run_v1 import AgentRunWorkflowV1
 from workflows.agent_slots import AgentSlotsWorkflow
@@ -110,7 +110,8 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run(WorkerSettings()))
-    except (SearchAttributesRefused, SearchAttributeConflict, SettingsError, ValidationError) as e:
+    except (SearchAttributesRefused, SearchAttributeConflict, SettingsError, TemporalUnreachable,
+            ValidationError) as e:
         # An operator's task, not a crash: one clear message, no traceback.
         log.error("%s", e)
         print(f"agentrun worker: {e}", file=sys.stderr)

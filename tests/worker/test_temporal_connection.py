@@ -96,6 +96,21 @@ def test_a_refused_registration_stops_the_worker_naming_attributes_and_commands(
     assert not set(SEARCH_ATTRIBUTES) & registered_search_attributes(bare_temporal.address)
 
 
+def test_a_temporal_that_cannot_be_reached_stops_worker_and_bridge_with_one_line() -> None:
+    import socket
+    with socket.socket() as sock:  # a port nobody listens on: bound, never listening, so connections are refused
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+        env = {"AGENTRUN_TEMPORAL__ADDRESS": address, "AGENTRUN_KUBE__KUBECONFIG": "/nonexistent-is-not-read-first"}
+        outs = [subprocess.run([sys.executable, "-m", proc], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                               env={**os.environ, **env}) for proc in ("worker", "bridge")]
+    for proc, out in zip(("worker", "bridge"), outs, strict=True):
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "Traceback" not in out.stderr, out.stderr
+        assert f"agentrun {proc}: cannot reach Temporal at {address} (namespace default): " in out.stderr
+        assert "Connection refused" in out.stderr
+
+
 def test_mtls_with_an_api_key_reaches_the_server_and_sends_the_key(
         bare_temporal: TemporalDevServer, pki: Pki, tmp_path: Path) -> None:
     key = tmp_path / "api-key"
