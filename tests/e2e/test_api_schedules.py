@@ -24,6 +24,7 @@ from tests.waiting import wait_for
 
 TOKEN = next(t for t, who in API_TOKENS.items() if who == "alice@example.com")
 QUIET = {"schedule": QUIET_CRON, "firstTick": "afterInterval"}
+JAN_15_CRON = "0 8-9 15 1 *"
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +258,8 @@ def state_dir(api_server: str, stack: Stack, tmp_path: Path) -> Path:
 def test_agentrun_schedules_commands_list_get_pause_resume_trigger_and_backfill(
         api: httpx.Client, stack: Stack, namespace: str, state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stack.create(namespace, "agents", agent())
-    create(api, namespace, "cli", concurrencyPolicy="Allow")
+    # Quiet like QUIET_CRON, but with ticks in the hours the backfill below asks for: 08:00 and 09:00 of January 15th.
+    create(api, namespace, "cli", concurrencyPolicy="Allow", schedule=JAN_15_CRON)
     wait_phase(api, namespace, "cli", "Active")
 
     def cli(*args: str) -> tuple[int, str, str]:
@@ -268,7 +270,7 @@ def test_agentrun_schedules_commands_list_get_pause_resume_trigger_and_backfill(
     code, out, _ = cli("list")
     header, row = out.splitlines()
     assert code == 0 and header.split()[:4] == ["NAME", "AGENT", "SCHEDULE", "TIMEZONE"]
-    assert row.split()[:9] == ["cli", "helper", *QUIET_CRON.split(), "UTC", "Active"]
+    assert row.split()[:9] == ["cli", "helper", *JAN_15_CRON.split(), "UTC", "Active"]
     code, out, _ = cli("get", "cli")
     assert code == 0 and "name: cli" in out and "phase: Active" in out
     assert cli("pause", "cli")[:2] == (0, "sympoziumschedule/cli: paused (spec.suspend: true)\n")
