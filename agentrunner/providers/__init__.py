@@ -1,8 +1,8 @@
 """Model providers and the choice between them.
 
 Two implementations cover the issue's scope: ``echo`` (offline, deterministic) and one
-client for every OpenAI-compatible server, since OpenAI, Ollama, LM Studio and vLLM all
-speak ``/chat/completions``. ``make_provider`` is the only place that knows the mapping.
+client for every OpenAI-compatible server, since OpenAI, Azure OpenAI, Ollama, LM Studio, vLLM
+and every other name Sympozium's runner sends through its OpenAI client speak ``/chat/completions``. ``make_provider`` is the only place that knows the mapping.
 
 The HTTP client is imported only when a run uses it: importing httpx (with the CLI packages it pulls in when they
 are installed) was ~0.3 s of CPU at every agent pod's start, most of what an offline run costs.
@@ -53,4 +53,4 @@ def make_provider(config: Config, timeout_seconds: float) -> Provider:
     from agentrunner.providers.openai_compat import OpenAICompatibleProvider
 
     return OpenAICompatibleProvider(config.provider, config.base_url, config.model, config.api_key,
-                                    timeout_seconds)
+                                    timeout_seconds, config.azure_api_version)

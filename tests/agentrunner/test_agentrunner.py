@@ -219,7 +219,9 @@ def test_run_timeout_bounds_the_whole_run_and_reports_a_timeout_error(run_agent:
     ({"RUN_TIMEOUT": "5 minutes"}, "RUN_TIMEOUT"),
     ({"RUN_TIMEOUT": "-1m"}, "RUN_TIMEOUT"),
     ({"MODEL_PROVIDER": "anthropic"}, "MODEL_PROVIDER"),
-    ({"MODEL_PROVIDER": "ollama", "MODEL_NAME": "llama3"}, "MODEL_BASE_URL"),
+    ({"MODEL_PROVIDER": "vllm", "MODEL_NAME": "llama3"}, "MODEL_BASE_URL"),  # vLLM has no default endpoint
+    ({"MODEL_PROVIDER": "bedrock", "MODEL_NAME": "m"}, "MODEL_PROVIDER"),
+    ({"MODEL_PROVIDER": "my provider", "MODEL_BASE_URL": "http://127.0.0.1:9/v1"}, "MODEL_PROVIDER"),
     ({"MODEL_PROVIDER": "vllm", "MODEL_BASE_URL": "http://127.0.0.1:9/v1"}, "MODEL_NAME"),
     ({"TASK": "   "}, "TASK"),
 ])
@@ -281,6 +283,7 @@ class Recorded:
     path: str
     authorization: str | None
     body: Any
+    api_key: str | None = None  # the `api-key` header (Azure OpenAI)
 
 
 @dataclass
@@ -299,6 +302,7 @@ class FakeModelServer:
     })
     delay: float = 0.0
     requests: list[Recorded] = field(default_factory=list)
+    routes: set[str] = field(default_factory=lambda: {"/v1/chat/completions"})
     release: threading.Event = field(default_factory=threading.Event)
 
 
@@ -309,10 +313,11 @@ def model_server() -> Iterator[FakeModelServer]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            state.requests.append(Recorded(self.path, self.headers.get("Authorization"), json.loads(raw)))
+            state.requests.append(Recorded(self.path, self.headers.get("Authorization"), json.loads(raw),
+                                           self.headers.get("api-key")))
             if state.delay:
                 state.release.wait(state.delay)
-            status, reply = (state.status, state.reply) if self.path == "/v1/chat/completions" \
+            status, reply = (state.status, state.reply) if self.path in state.routes \
                 else (404, {"error": "not found"})
             payload = json.dumps(reply).encode()
             self.send_response(status)
@@ -386,6 +391,43 @@ def test_ollama_without_a_key_sends_no_authorization_and_gets_the_context_files(
     assert message["role"] == "user"
     assert message["content"].startswith("Summarise the report.\n")
     assert "--- report.txt ---\ndisk usage at 91%" in message["content"]
+
+
+@pytest.mark.parametrize("provider", ["openai-compatible", "custom", "vllm", "lm-studio", "llama-server", "groq",
+                                      "some-gateway"])
+def test_every_openai_compatible_provider_name_of_sympozium_posts_a_chat_completion(
+        run_agent: RunAgent, model_server: FakeModelServer, provider: str) -> None:
+    run = run_agent("hi", MODEL_PROVIDER=provider, MODEL_BASE_URL=model_server.base_url, MODEL_NAME="m")
+
+    assert run.returncode == 0, run.stderr
+    assert run.result["response"] == "Hello from the fake model."
+    [request] = model_server.requests
+    assert request.path == "/v1/chat/completions" and request.body["model"] == "m"
+
+
+def test_azure_openai_posts_to_the_deployment_with_the_api_key_header(
+        run_agent: RunAgent, model_server: FakeModelServer) -> None:
+    endpoint = model_server.base_url.removesuffix("/v1")
+    path = "/openai/deployments/gpt-4o/chat/completions?api-version=2024-06-01"
+    model_server.routes = {path}
+
+    run = run_agent("hi", MODEL_PROVIDER="azure-openai", MODEL_NAME="gpt-4o", OPENAI_API_KEY="",
+                    AZURE_OPENAI_ENDPOINT=endpoint, AZURE_OPENAI_API_KEY="az-key", API_KEY="generic")
+
+    assert run.returncode == 0, run.stderr
+    [request] = model_server.requests
+    assert request.path == path
+    assert request.api_key == "az-key" and request.authorization is None
+
+
+def test_the_providers_own_key_variable_wins_and_an_api_key_secret_key_is_the_last_fallback(
+        run_agent: RunAgent, model_server: FakeModelServer) -> None:
+    run_agent("hi", MODEL_PROVIDER="groq", MODEL_BASE_URL=model_server.base_url, MODEL_NAME="m",
+              GROQ_API_KEY="groq-key", OPENAI_API_KEY="openai-key")
+    run_agent("hi", MODEL_PROVIDER="openai-compatible", MODEL_BASE_URL=model_server.base_url, MODEL_NAME="m",
+              PROVIDER_API_KEY="from-apiKey")
+
+    assert [r.authorization for r in model_server.requests] == ["Bearer groq-key", "Bearer from-apiKey"]
 
 
 def test_a_missing_usage_block_counts_zero_tokens(run_agent: RunAgent, model_server: FakeModelServer) -> None:
@@ -477,6 +519,14 @@ def test_openai_api_key_wins_over_api_key_and_is_kept_out_of_repr() -> None:
 
     assert config.api_key == "first"
     assert "first" not in repr(config)
+
+
+@pytest.mark.parametrize(("provider", "base_url"), [
+    ("lm-studio", "http://localhost:1234/v1"), ("ollama", "http://ollama.default.svc:11434/v1"),
+    ("llama-server", "http://localhost:8080/v1"), ("unsloth", "http://localhost:8080/v1"),
+])
+def test_local_providers_default_to_sympoziums_endpoints(provider: str, base_url: str) -> None:
+    assert load_config({"TASK": "x", "MODEL_PROVIDER": provider, "MODEL_NAME": "m"}).base_url == base_url
 
 
 def test_a_base_url_without_a_scheme_is_refused() -> None:
