@@ -7,12 +7,12 @@ error result instead of a crash halfway through a run.
 Variables read:
 
 - ``TASK`` — the prompt (the user message). ``SYSTEM_PROMPT`` — the system message.
-- ``MODEL_PROVIDER`` — ``echo``, or any provider Sympozium's agent-runner sends through its OpenAI client
-  (``openai``, ``openai-compatible``, ``custom``, ``ollama``, ``lm-studio``, ``vllm``, ``llama-server``, ...;
-  every name that is not ``anthropic`` or ``bedrock``), all spoken to as OpenAI-compatible
+- ``MODEL_PROVIDER`` — ``echo``; ``anthropic`` (the Messages API); or any provider Sympozium's agent-runner
+  sends through its OpenAI client (``openai``, ``openai-compatible``, ``custom``, ``ollama``, ``lm-studio``,
+  ``vllm``, ``llama-server``, ...; every other name), all spoken to as OpenAI-compatible
   ``/chat/completions``; ``azure-openai`` the same through Azure's deployment URL and ``api-key`` header.
-  ``anthropic`` and ``bedrock`` are refused (``UNSUPPORTED``) until this runner has their clients. Empty
-  means OpenAI-compatible when ``MODEL_BASE_URL`` is set, else ``echo``. Case-insensitive, as upstream.
+  ``bedrock`` is refused (``UNSUPPORTED``) until this runner has its client. Empty means OpenAI-compatible
+  when ``MODEL_BASE_URL`` is set, else ``echo``. Case-insensitive, as upstream.
 - ``MODEL_NAME``, ``MODEL_BASE_URL`` (defaults as Sympozium's: ``DEFAULT_BASE_URLS``; ``azure-openai``
   falls back to ``AZURE_OPENAI_ENDPOINT``; every other provider needs it set), ``THINKING_MODE`` (logged
   only: OpenAI-compatible servers disagree on reasoning parameters, so none is sent).
@@ -40,22 +40,19 @@ from agentrunner.duration import parse_duration_seconds
 
 ECHO = "echo"
 AZURE = "azure-openai"
-# Names Sympozium documents or special-cases (cmd/agent-runner, internal/llmprovider, the CLI's provider list);
-# like upstream, any other name is OpenAI-compatible too, given MODEL_BASE_URL.
-OPENAI_COMPATIBLE = frozenset({"openai", "openai-compatible", "custom", "ollama", "lm-studio", "vllm", "llama-server",
-                               "llamacpp", "unsloth", "local", "openrouter", "groq", "deepseek", "mistral", "google",
-                               AZURE})
+ANTHROPIC = "anthropic"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
-# The endpoints Sympozium's agent-runner assumes when MODEL_BASE_URL is empty (provider_openai.go).
+# The endpoints Sympozium's agent-runner assumes when MODEL_BASE_URL is empty (provider_openai.go; the Anthropic
+# SDK's default root). Every other provider but azure-openai needs MODEL_BASE_URL.
 DEFAULT_BASE_URLS = {"openai": OPENAI_DEFAULT_BASE_URL, "ollama": "http://ollama.default.svc:11434/v1",
                      "lm-studio": "http://localhost:1234/v1", "llama-server": "http://localhost:8080/v1",
-                     "unsloth": "http://localhost:8080/v1"}
+                     "unsloth": "http://localhost:8080/v1", ANTHROPIC: "https://api.anthropic.com"}
 # Providers Sympozium speaks to with clients of their own that this runner does not have yet.
-UNSUPPORTED = {"anthropic": "Anthropic's Messages API", "bedrock": "AWS Bedrock (SigV4-signed requests)"}
+UNSUPPORTED = {"bedrock": "AWS Bedrock (SigV4-signed requests)"}
 # The key variable an auth Secret holds for a provider (Sympozium's allowed keys), tried before the generic ones.
-PROVIDER_KEY_ENV = {"openai": "OPENAI_API_KEY", AZURE: "AZURE_OPENAI_API_KEY", "google": "GOOGLE_API_KEY",
-                    "mistral": "MISTRAL_API_KEY", "groq": "GROQ_API_KEY", "deepseek": "DEEPSEEK_API_KEY",
-                    "openrouter": "OPENROUTER_API_KEY"}
+PROVIDER_KEY_ENV = {"openai": "OPENAI_API_KEY", AZURE: "AZURE_OPENAI_API_KEY", ANTHROPIC: "ANTHROPIC_API_KEY",
+                    "google": "GOOGLE_API_KEY", "mistral": "MISTRAL_API_KEY", "groq": "GROQ_API_KEY",
+                    "deepseek": "DEEPSEEK_API_KEY", "openrouter": "OPENROUTER_API_KEY"}
 GENERIC_KEY_ENV = ("OPENAI_API_KEY", "API_KEY", "PROVIDER_API_KEY")
 PROVIDER_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 DEFAULT_RUN_TIMEOUT = "10m"
@@ -73,7 +70,7 @@ class Config:
 
     task: str
     system_prompt: str
-    provider: str  # "echo" or an OpenAI-compatible provider's name (lower case), after resolving the empty default
+    provider: str  # "echo", "anthropic" or an OpenAI-compatible provider's name (lower case), after the empty default
     model: str
     base_url: str
     api_key: str = field(repr=False)

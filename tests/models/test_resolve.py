@@ -159,7 +159,7 @@ def _agent_of(provider: str, **defaults: Any) -> Any:
     ("openai-compatible", "http://127.0.0.1:1234/v1"), ("custom", "http://x/v1"), ("vllm", "http://x/v1"),
     ("lm-studio", ""), ("ollama", ""), ("llama-server", ""), ("openai", ""), ("OpenAI", ""),
     ("azure-openai", "https://res.openai.azure.com"), ("groq", "https://api.groq.com/openai/v1"),
-    ("echo", ""),
+    ("anthropic", ""), ("echo", ""),
 ])
 def test_providers_the_reference_agent_serves_are_accepted(provider: str, base_url: str) -> None:
     r = resolve_run(run({"model": {"provider": provider, "baseURL": base_url}}), AGENT, default_image="x")
@@ -167,8 +167,8 @@ def test_providers_the_reference_agent_serves_are_accepted(provider: str, base_u
 
 
 @pytest.mark.parametrize(("provider", "base_url", "text"), [
-    ("anthropic", "", "provider 'anthropic' (Anthropic's Messages API) is not supported by the agentrun agent yet"),
-    ("bedrock", "", "provider 'bedrock' (AWS Bedrock"),
+    ("bedrock", "", "provider 'bedrock' (AWS Bedrock (SigV4-signed requests)) is not supported by the agentrun "
+                    "agent yet"),
     ("vllm", "", "provider 'vllm' needs a baseURL"),
     ("openai-compatible", "", "provider 'openai-compatible' needs a baseURL"),
     ("my provider", "http://x/v1", "is not a provider name"),
@@ -186,5 +186,5 @@ def test_a_provider_the_agent_cannot_serve_fails_the_run_at_start_naming_the_fie
 
 
 def test_another_agent_image_may_serve_any_provider() -> None:
-    r = resolve_run(run({"image": "my/agent:1", "model": {"provider": "anthropic"}}), AGENT, default_image="x")
-    assert r.model.provider == "anthropic" and r.image == "my/agent:1"
+    r = resolve_run(run({"image": "my/agent:1", "model": {"provider": "bedrock"}}), AGENT, default_image="x")
+    assert r.model.provider == "bedrock" and r.image == "my/agent:1"
