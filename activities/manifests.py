@@ -36,6 +36,11 @@ RUN_MARKER = "__AGENTRUN_RUN__"  # the preRun Job's termination message when no 
 AUTH_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "OLLAMA_HOST",
              "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY",
              "API_KEY")
+# A Secret that holds the key under `apiKey` (as this project's docs and many charts write it) gives the agent its
+# key too: `apiKey` is not an env name, so it becomes PROVIDER_API_KEY, the variable Sympozium's agent-runner
+# reads last (and agentrunner/config.py too).
+API_KEY_SECRET_KEY = "apiKey"
+API_KEY_ENV = "PROVIDER_API_KEY"
 
 
 def lifecycle_name(run: ResolvedRun) -> str:
@@ -193,9 +198,10 @@ def _job(run: ResolvedRun, component: Component, *, workflow_id: str, pod_spec: 
 
 
 def _setup_container(run: ResolvedRun) -> Manifest:
-    """Creates /ipc/control (and the output dir) before any hook, so a hook can write the skip file."""
+    """Creates /ipc/control, /ipc/output and /workspace/context before any hook, as Sympozium has them: a hook
+    writes the skip file or context files (the docs' PagerDuty and Ensemble examples) without mkdir first."""
     return {"name": "setup", "image": SETUP_IMAGE,
-            "command": ["sh", "-c", "mkdir -p /ipc/control /ipc/output /workspace"],
+            "command": ["sh", "-c", "mkdir -p /ipc/control /ipc/output /workspace/context"],
             "volumeMounts": _mounts(run), "securityContext": dict(SECURE_CONTAINER), "resources": HELPER_DEFAULT.wire()}
 
 
@@ -242,6 +248,8 @@ def agent_env(run: ResolvedRun) -> list[Manifest]:
     if m.auth_secret_ref:
         env += [{"name": k, "valueFrom": {"secretKeyRef": {"name": m.auth_secret_ref, "key": k, "optional": True}}}
                 for k in AUTH_KEYS]
+        env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": m.auth_secret_ref,
+                                                                         "key": API_KEY_SECRET_KEY, "optional": True}}})
     return env + _spec_env(run)
 
 

@@ -40,6 +40,8 @@ from models.schedule import (
     TickRecord,
     TickRequest,
     run_name,
+    schedule_agent,
+    schedule_task,
     temporal_schedule_id,
 )
 from models.timestamps import rfc3339
@@ -144,7 +146,8 @@ class ScheduleActivities:
             return TickCreated(skip_reason="the schedule no longer exists")
         spec = sched.get("spec") or {}
         name = run_name(ref.name, _parse(req.tick_time), req.timezone)
-        labels = {LABEL_SCHEDULE: ref.name, LABEL_INSTANCE: str(spec.get("agentRef", "")),
+        agent = schedule_agent(spec)
+        labels = {LABEL_SCHEDULE: ref.name, LABEL_INSTANCE: agent,
                   LABEL_TYPE: str(spec.get("type") or "scheduled")}
         body = {
             "apiVersion": API_VERSION, "kind": "AgentRun",
@@ -156,7 +159,7 @@ class ScheduleActivities:
                                      "blockOwnerDeletion": True}],
             },
             # Only what the schedule says: everything else falls back to the Agent when the run resolves.
-            "spec": {"agentRef": spec.get("agentRef", ""), "task": spec.get("task", "")},
+            "spec": {"agentRef": agent, "task": schedule_task(spec)},
         }
         obj: Any
         try:

@@ -7,13 +7,18 @@ error result instead of a crash halfway through a run.
 Variables read:
 
 - ``TASK`` — the prompt (the user message). ``SYSTEM_PROMPT`` — the system message.
-- ``MODEL_PROVIDER`` — ``echo``; ``openai``, ``ollama``, ``lm-studio``, ``vllm``, ``custom``
-  (all spoken to as OpenAI-compatible ``/chat/completions``); empty means OpenAI-compatible
-  when ``MODEL_BASE_URL`` is set, else ``echo``.
-- ``MODEL_NAME``, ``MODEL_BASE_URL`` (``openai`` defaults to https://api.openai.com/v1;
-  the other OpenAI-compatible providers need it set), ``THINKING_MODE`` (logged only:
-  OpenAI-compatible servers disagree on reasoning parameters, so none is sent).
-- ``OPENAI_API_KEY``, else ``API_KEY`` — sent as ``Authorization: Bearer`` when set.
+- ``MODEL_PROVIDER`` — ``echo``; ``anthropic`` (the Messages API); or any provider Sympozium's agent-runner
+  sends through its OpenAI client (``openai``, ``openai-compatible``, ``custom``, ``ollama``, ``lm-studio``,
+  ``vllm``, ``llama-server``, ...; every other name), all spoken to as OpenAI-compatible
+  ``/chat/completions``; ``azure-openai`` the same through Azure's deployment URL and ``api-key`` header.
+  ``bedrock`` is refused (``UNSUPPORTED``) until this runner has its client. Empty means OpenAI-compatible
+  when ``MODEL_BASE_URL`` is set, else ``echo``. Case-insensitive, as upstream.
+- ``MODEL_NAME``, ``MODEL_BASE_URL`` (defaults as Sympozium's: ``DEFAULT_BASE_URLS``; ``azure-openai``
+  falls back to ``AZURE_OPENAI_ENDPOINT``; every other provider needs it set), ``THINKING_MODE`` (logged
+  only: OpenAI-compatible servers disagree on reasoning parameters, so none is sent).
+- The key, sent as ``Authorization: Bearer`` (``api-key`` for Azure) when set: the provider's own variable
+  (``PROVIDER_KEY_ENV``, e.g. ``GROQ_API_KEY`` for ``groq``), else ``OPENAI_API_KEY``, ``API_KEY``, then
+  ``PROVIDER_API_KEY`` (what an auth Secret's ``apiKey`` key becomes, activities/manifests.py).
 - ``RUN_TIMEOUT`` — Go duration bounding the whole run (default ``10m``, as SPEC §3.7).
 - ``AGENT_RUN_ID``, ``INSTANCE_NAME``, ``AGENT_NAMESPACE``, ``AGENT_ID``, ``SESSION_KEY`` —
   identifiers, logged.
@@ -26,6 +31,7 @@ Variables read:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +39,22 @@ from pathlib import Path
 from agentrunner.duration import parse_duration_seconds
 
 ECHO = "echo"
-OPENAI_COMPATIBLE = frozenset({"openai", "ollama", "lm-studio", "vllm", "custom"})
+AZURE = "azure-openai"
+ANTHROPIC = "anthropic"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# The endpoints Sympozium's agent-runner assumes when MODEL_BASE_URL is empty (provider_openai.go; the Anthropic
+# SDK's default root). Every other provider but azure-openai needs MODEL_BASE_URL.
+DEFAULT_BASE_URLS = {"openai": OPENAI_DEFAULT_BASE_URL, "ollama": "http://ollama.default.svc:11434/v1",
+                     "lm-studio": "http://localhost:1234/v1", "llama-server": "http://localhost:8080/v1",
+                     "unsloth": "http://localhost:8080/v1", ANTHROPIC: "https://api.anthropic.com"}
+# Providers Sympozium speaks to with clients of their own that this runner does not have yet.
+UNSUPPORTED = {"bedrock": "AWS Bedrock (SigV4-signed requests)"}
+# The key variable an auth Secret holds for a provider (Sympozium's allowed keys), tried before the generic ones.
+PROVIDER_KEY_ENV = {"openai": "OPENAI_API_KEY", AZURE: "AZURE_OPENAI_API_KEY", ANTHROPIC: "ANTHROPIC_API_KEY",
+                    "google": "GOOGLE_API_KEY", "mistral": "MISTRAL_API_KEY", "groq": "GROQ_API_KEY",
+                    "deepseek": "DEEPSEEK_API_KEY", "openrouter": "OPENROUTER_API_KEY"}
+GENERIC_KEY_ENV = ("OPENAI_API_KEY", "API_KEY", "PROVIDER_API_KEY")
+PROVIDER_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 DEFAULT_RUN_TIMEOUT = "10m"
 DEFAULT_CONTEXT_DIR = "/workspace/context"
 DEFAULT_IPC_DIR = "/ipc"
@@ -50,7 +70,7 @@ class Config:
 
     task: str
     system_prompt: str
-    provider: str  # "echo" or one of OPENAI_COMPATIBLE, after resolving the empty default
+    provider: str  # "echo", "anthropic" or an OpenAI-compatible provider's name (lower case), after the empty default
     model: str
     base_url: str
     api_key: str = field(repr=False)
@@ -66,6 +86,7 @@ class Config:
     tool_policy_deny: tuple[str, ...]
     context_dir: Path
     ipc_dir: Path
+    azure_api_version: str = "2024-06-01"
 
     @property
     def result_path(self) -> Path:
@@ -76,15 +97,42 @@ def _comma_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
+def provider_problem(provider: str, base_url: str) -> str | None:
+    """Why this runner cannot serve `provider` with `base_url` (None: it can). Shared with the control plane
+    (models/resolve.py), which fails a run with it before any pod starts."""
+    name = provider.strip().lower()
+    if not name or name == ECHO:
+        return None
+    if name in UNSUPPORTED:
+        return (f"provider {provider!r} ({UNSUPPORTED[name]}) is not supported by the agentrun agent yet; use an "
+                f"OpenAI-compatible endpoint (provider openai-compatible with a baseURL) or an agent image that "
+                f"supports it")
+    if not PROVIDER_NAME.match(name):
+        return f"provider {provider!r} is not a provider name (lower-case letters, digits, '.', '_', '-')"
+    if not base_url.strip() and name not in DEFAULT_BASE_URLS and name != AZURE:
+        return (f"provider {provider!r} needs a baseURL: it is spoken to as an OpenAI-compatible endpoint and has "
+                "no default one")
+    return None
+
+
 def resolve_provider(provider: str, base_url: str) -> str:
     """Map MODEL_PROVIDER to the provider implementation name; empty picks by MODEL_BASE_URL."""
     name = provider.strip().lower()
     if not name:
         return "openai" if base_url else ECHO
-    if name == ECHO or name in OPENAI_COMPATIBLE:
-        return name
-    supported = ", ".join([ECHO, *sorted(OPENAI_COMPATIBLE)])
-    raise ConfigError(f"MODEL_PROVIDER {provider!r} is not supported (supported: {supported})")
+    if name in UNSUPPORTED or not PROVIDER_NAME.match(name):
+        raise ConfigError(f"MODEL_PROVIDER: {provider_problem(name, base_url)}")
+    return name  # a missing MODEL_BASE_URL is load_config's to report
+
+
+def api_key_of(provider: str, env: Mapping[str, str]) -> str:
+    """The provider's own key variable first, then the generic ones."""
+    own = PROVIDER_KEY_ENV.get(provider)
+    for key in ((own,) if own else ()) + GENERIC_KEY_ENV:
+        value = (env.get(key) or "").strip()
+        if value:
+            return value
+    return ""
 
 
 def paths_from_env(env: Mapping[str, str]) -> tuple[Path, Path]:
@@ -102,11 +150,13 @@ def load_config(env: Mapping[str, str]) -> Config:
     base_url = (env.get("MODEL_BASE_URL") or "").strip().rstrip("/")
     provider = resolve_provider(env.get("MODEL_PROVIDER") or "", base_url)
     model = (env.get("MODEL_NAME") or "").strip()
-    if provider in OPENAI_COMPATIBLE:
+    if provider != ECHO:
+        if not base_url and provider == AZURE:
+            base_url = (env.get("AZURE_OPENAI_ENDPOINT") or "").strip().rstrip("/")
         if not base_url:
-            if provider != "openai":
+            if provider not in DEFAULT_BASE_URLS:
                 raise ConfigError(f"MODEL_BASE_URL is required for MODEL_PROVIDER {provider!r}")
-            base_url = OPENAI_DEFAULT_BASE_URL
+            base_url = DEFAULT_BASE_URLS[provider]
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"MODEL_BASE_URL {base_url!r} must start with http:// or https://")
         if not model:
@@ -127,7 +177,7 @@ def load_config(env: Mapping[str, str]) -> Config:
         provider=provider,
         model=model,
         base_url=base_url,
-        api_key=(env.get("OPENAI_API_KEY") or env.get("API_KEY") or "").strip(),
+        api_key=api_key_of(provider, env),
         thinking_mode=(env.get("THINKING_MODE") or "").strip(),
         run_timeout_seconds=timeout_seconds,
         run_timeout_text=timeout_text,
@@ -140,4 +190,5 @@ def load_config(env: Mapping[str, str]) -> Config:
         tool_policy_deny=_comma_list(env.get("TOOL_POLICY_DENY") or ""),
         context_dir=context_dir,
         ipc_dir=ipc_dir,
+        azure_api_version=(env.get("AZURE_OPENAI_API_VERSION") or "").strip() or "2024-06-01",
     )

@@ -20,12 +20,11 @@ from typing import Any
 
 from models.agent import normalize_agent
 from models.base import FieldProblem
-from models.evaluate import Reader, agent_name_of, read_agent
+from models.evaluate import Reader, agent_name_of, read_agent, read_policy
 from models.kube import Kube, KubeError
 from models.names import (
     ANNOTATION_CREATED_BY,
     API_VERSION,
-    POLICIES,
     REASON_VERDICT_REFUSED,
     lifecycle_subject,
 )
@@ -88,7 +87,7 @@ async def gate_authority(read: Reader, run: dict[str, Any]) -> GateAuthority:
         return none
     if not ref:
         return none
-    policy = await read(POLICIES, ref)
+    policy = await read_policy(read, ref)
     if policy is None:
         return none
     try:

@@ -24,6 +24,7 @@ from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
+from models.evaluate import agent_name_of
 from models.gate import GateView
 from models.names import AGENTRUNS, GROUP, VERSION
 from models.settings import user_agent
@@ -95,7 +96,7 @@ def _summary(obj: dict[str, Any]) -> RunSummary:
     t = parse_rfc3339(created)
     age = int((datetime.now(UTC) - t).total_seconds()) if t is not None else None
     return RunSummary(name=meta.get("name", ""), namespace=meta.get("namespace", ""),
-                      agent=(obj.get("spec") or {}).get("agentRef", ""), phase=st.get("phase"),
+                      agent=agent_name_of(obj), phase=st.get("phase"),
                       gate=(st.get("gate") or {}).get("state"), gate_verdict=st.get("gateVerdict"),
                       created_at=created, age_seconds=age)
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Body, HTTPException, Response
 from google.protobuf.timestamp_pb2 import Timestamp
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, AwareDatetime, BaseModel, ConfigDict, Field
 from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
 from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
@@ -31,7 +31,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from models.base import FieldProblem, parse
 from models.kube import Conflict, NotFound
 from models.names import AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, SCHEDULES, VERSION
-from models.schedule import ScheduleRef, ScheduleSpec, plan_schedule, run_name, temporal_schedule_id
+from models.schedule import (
+    ScheduleRef,
+    ScheduleSpec,
+    plan_schedule,
+    run_name,
+    schedule_agent,
+    temporal_schedule_id,
+)
 from models.timestamps import rfc3339_exact
 
 from .deps import Identity, Namespace, State, StateDep
@@ -74,9 +81,10 @@ class CreateSchedule(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=MAX_NAME, pattern=DNS_LABEL)
-    agentRef: AgentName
+    # instanceRef / input: the older names Sympozium's docs still show; stored under the current names.
+    agentRef: AgentName = Field(validation_alias=AliasChoices("agentRef", "instanceRef"))
     schedule: Text = Field(description="5-field cron, a descriptor (@hourly, ...) or @every <duration>")
-    task: Text
+    task: Text = Field(validation_alias=AliasChoices("task", "input"))
     type: ScheduleType | None = None
     suspend: bool | None = None
     concurrencyPolicy: Overlap | None = None
@@ -91,9 +99,9 @@ class ScheduleChanges(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    agentRef: AgentName | None = None
+    agentRef: AgentName | None = Field(None, validation_alias=AliasChoices("agentRef", "instanceRef"))
     schedule: Text | None = None
-    task: Text | None = None
+    task: Text | None = Field(None, validation_alias=AliasChoices("task", "input"))
     type: ScheduleType | None = None
     suspend: bool | None = None
     concurrencyPolicy: Overlap | None = None
@@ -153,7 +161,7 @@ def _summary(obj: dict[str, Any]) -> ScheduleSummary:
     spec = obj.get("spec") or {}
     st = obj.get("status") or {}
     return ScheduleSummary(
-        name=meta.get("name", ""), namespace=meta.get("namespace", ""), agent=str(spec.get("agentRef") or ""),
+        name=meta.get("name", ""), namespace=meta.get("namespace", ""), agent=schedule_agent(spec),
         schedule=str(spec.get("schedule") or ""), timezone=str(spec.get("timezone") or "UTC"),
         suspend=bool(spec.get("suspend")), phase=st.get("phase"), message=st.get("message"),
         last_run_time=st.get("lastRunTime"), next_run_time=st.get("nextRunTime"),

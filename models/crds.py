@@ -96,6 +96,15 @@ def _with_aliases(spec_schema: dict[str, Any]) -> dict[str, Any]:
     return spec_schema
 
 
+def _with_schedule_aliases(spec_schema: dict[str, Any]) -> dict[str, Any]:
+    """A SympoziumSchedule's older names instanceRef and input must survive pruning too; with them, neither
+    spelling can be required by the schema, so `plan_schedule` checks that one is there (phase Error)."""
+    props = spec_schema["properties"]
+    props["instanceRef"] = dict(props["agentRef"])
+    props["input"] = dict(props["task"])
+    return spec_schema
+
+
 def _crd(kind: str, plural: str, *, spec: type[BaseModel], status: type[BaseModel] | None, description: str,
          short_names: list[str], columns: list[dict[str, Any]]) -> dict[str, Any]:
     version: dict[str, Any] = {
@@ -128,6 +137,12 @@ def _agentrun_crd(crd: dict[str, Any]) -> dict[str, Any]:
     return crd
 
 
+def _schedule_crd(crd: dict[str, Any]) -> dict[str, Any]:
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    _with_schedule_aliases(root["properties"]["spec"])
+    return crd
+
+
 def all_crds() -> dict[str, dict[str, Any]]:
     """file name -> CRD manifest."""
     agent_cols: list[dict[str, Any]] = [{"name": "Model", "type": "string", "jsonPath": ".spec.agents.default.model"},
@@ -147,14 +162,14 @@ def all_crds() -> dict[str, dict[str, Any]]:
                      {"name": "Gate", "type": "string", "jsonPath": ".status.gate.state"},
                      {"name": "Verdict", "type": "string", "jsonPath": ".status.gateVerdict", "priority": 1},
                      {"name": "Error", "type": "string", "jsonPath": ".status.error", "priority": 1}])),
-        "sympoziumschedules.yaml": _crd(
+        "sympoziumschedules.yaml": _schedule_crd(_crd(
             "SympoziumSchedule", "sympoziumschedules", spec=ScheduleSpec, status=ScheduleStatus,
             short_names=["ssched"], description="A cron schedule that creates AgentRuns (a Temporal Schedule).",
             columns=[{"name": "Agent", "type": "string", "jsonPath": ".spec.agentRef"},
                      {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
                      {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
                      {"name": "Last Run", "type": "string", "jsonPath": ".status.lastRunName"},
-                     {"name": "Next Run", "type": "string", "jsonPath": ".status.nextRunTime", "priority": 1}]),
+                     {"name": "Next Run", "type": "string", "jsonPath": ".status.nextRunTime", "priority": 1}])),
         "sympoziumpolicies.yaml": _crd(
             "SympoziumPolicy", "sympoziumpolicies", spec=PolicySpec, status=None, short_names=["spol"],
             description="Rules enforced on runs of the Agents that reference it.",

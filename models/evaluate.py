@@ -15,7 +15,8 @@ from typing import Any
 
 from .agent import normalize_agent
 from .base import FieldProblem
-from .policy import PolicyRules, normalize_policy
+from .names import API_VERSION, POLICIES
+from .policy import TEMPLATES, PolicyRules, normalize_policy
 from .resolve import ResolvedRun, resolve_run
 
 # (plural, name) → the object in the run's namespace, or None if it does not exist; other
@@ -23,6 +24,10 @@ from .resolve import ResolvedRun, resolve_run
 Reader = Callable[[str, str], Awaitable[dict[str, Any] | None]]
 
 AGENT_PLURALS = ("agents", "sympoziuminstances")
+# The policies Sympozium's Helm chart installs by default (permissive, restrictive; default is our third
+# template), by object name. An Agent may name one without a SympoziumPolicy object of that name: with no
+# installer putting them into every namespace, the name means the built-in template. An object of the name wins.
+BUILTIN_POLICIES = {template.lower(): template for template in TEMPLATES}
 
 
 @dataclass
@@ -50,6 +55,29 @@ async def read_agent(read: Reader, name: str) -> dict[str, Any] | None:
     return None
 
 
+def builtin_policy(name: str) -> dict[str, Any] | None:
+    """The built-in policy an Agent may name without an object, as the object it stands for; None if not one."""
+    template = BUILTIN_POLICIES.get(name)
+    if template is None:
+        return None
+    return {"apiVersion": API_VERSION, "kind": "SympoziumPolicy", "metadata": {"name": name},
+            "spec": {"template": template}}
+
+
+async def read_policy(read: Reader, name: str) -> dict[str, Any] | None:
+    """The SympoziumPolicy of that name in the run's namespace, else the built-in one of that name, else None."""
+    obj = await read(POLICIES, name)
+    return obj if obj is not None else builtin_policy(name)
+
+
+def policy_not_found(name: str, namespace: str) -> FieldProblem:
+    builtin = ", ".join(BUILTIN_POLICIES)
+    return FieldProblem("agent policyRef", f'SympoziumPolicy "{name}" not found in namespace "{namespace}": create '
+                                           f"it (kubectl apply -n {namespace} -f a SympoziumPolicy named {name}; "
+                                           f"examples/policies/ has three to start from) or name a built-in policy: "
+                                           f"{builtin}")
+
+
 async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str) -> Evaluation:
     """Resolve `run` against its Agent and that Agent's policy; problems are returned, not raised."""
     ns = str((run.get("metadata") or {}).get("namespace", ""))
@@ -64,9 +92,9 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str)
     try:
         profile = normalize_agent(agent)
         if profile.policy_ref:
-            policy = await read("sympoziumpolicies", profile.policy_ref)
+            policy = await read_policy(read, profile.policy_ref)
             if policy is None:
-                raise FieldProblem("agent policyRef", f'SympoziumPolicy "{profile.policy_ref}" not found')
+                raise policy_not_found(profile.policy_ref, ns)
             out.policy = normalize_policy(policy)
         out.resolved = resolve_run(run, profile, default_image=default_image, policy=out.policy)
     except FieldProblem as p:

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from agentrunner.config import provider_problem
+
 from .agent import AgentProfile
 from .agentrun import (
     AgentRunSpec,
@@ -242,6 +244,9 @@ def resolve_run(
                 setattr(model, name, value)
         if spec.model.node_selector:
             model.node_selector = dict(spec.model.node_selector)
+    image = spec.image or agent.image or default_image
+    if image == default_image:
+        _check_provider(model, spec.model.provider if spec.model else "", agent)
     resources, hook_resources = _resources(spec, agent, policy)
     workspace_size = (lifecycle.workspace_size if lifecycle else None) or DEFAULT_WORKSPACE_SIZE
     if not QUANTITY.match(workspace_size):
@@ -271,7 +276,7 @@ def resolve_run(
         agent_sandbox=spec.agent_sandbox,
         parent=spec.parent,
         cleanup=spec.cleanup,
-        image=spec.image or agent.image or default_image,
+        image=image,
         labels=dict(meta.get("labels") or {}),
         retry=_retry(lifecycle.retry if lifecycle else None, post),
         resources=resources,
@@ -280,6 +285,21 @@ def resolve_run(
     if policy is not None:
         check_policy(resolved, policy)
     return resolved
+
+
+def _check_provider(model: ModelSpec, run_provider: str, agent: AgentProfile) -> None:
+    """A provider the reference agent cannot serve fails the run at start, naming the field it came from, instead
+    of in the agent pod. (Another agent image may support more, so only runs of the default image are checked.)"""
+    problem = provider_problem(model.provider, model.base_url)
+    if problem is None:
+        return
+    if run_provider:
+        field = "spec.model.provider"
+    elif agent.auth_refs and agent.auth_refs[0].provider:
+        field = "agent spec.authRefs[0].provider"
+    else:
+        field = "agent spec.provider.name"
+    raise FieldProblem(field, problem)
 
 
 def _where(policy: PolicyRules) -> str:

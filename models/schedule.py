@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from .base import FieldProblem, K8sModel
 from .duration import parse_duration
 
 
 class ScheduleSpec(K8sModel):
-    agent_ref: str
+    # `instanceRef` and `input` are the older names Sympozium's docs still show (as on AgentRun); the CRD keeps
+    # them (models/crds.py) and presence is checked by `plan_schedule`, so either spelling works.
+    agent_ref: str = Field("", validation_alias=AliasChoices("agentRef", "instanceRef", "agent_ref"),
+                           serialization_alias="agentRef")
     schedule: str
-    task: str
+    task: str = Field("", validation_alias=AliasChoices("task", "input"), serialization_alias="task")
     type: Literal["heartbeat", "scheduled", "sweep"] = "scheduled"
     suspend: bool = False
     concurrency_policy: Literal["Forbid", "Allow", "Replace"] = "Forbid"
@@ -129,8 +132,24 @@ def validate_cron(expr: str) -> str:
     return " ".join(out)
 
 
+def schedule_agent(spec: dict[str, Any]) -> str:
+    """The Agent a raw schedule spec names, by its current or its older field name."""
+    return str(spec.get("agentRef") or spec.get("instanceRef") or "")
+
+
+def schedule_task(spec: dict[str, Any]) -> str:
+    """The task of a raw schedule spec, by its current or its older field name."""
+    return str(spec.get("task") or spec.get("input") or "")
+
+
 def plan_schedule(spec: ScheduleSpec) -> SchedulePlan:
     """Validate a schedule spec; raises FieldProblem naming the field."""
+    if not spec.agent_ref.strip():
+        raise FieldProblem("spec.agentRef", "required: the name of an Agent in the same namespace "
+                                            "(spec.instanceRef is accepted as its older name)")
+    if not spec.task.strip():
+        raise FieldProblem("spec.task", "required: the task each run is given (spec.input is accepted as its "
+                                        "older name)")
     plan = SchedulePlan(overlap=spec.concurrency_policy, paused=spec.suspend,
                         trigger_immediately=spec.first_tick == "immediate")
     text = spec.schedule.strip()

@@ -1,8 +1,9 @@
 """Model providers and the choice between them.
 
-Two implementations cover the issue's scope: ``echo`` (offline, deterministic) and one
-client for every OpenAI-compatible server, since OpenAI, Ollama, LM Studio and vLLM all
-speak ``/chat/completions``. ``make_provider`` is the only place that knows the mapping.
+Three implementations: ``echo`` (offline, deterministic), Anthropic's Messages API, and one
+client for every OpenAI-compatible server, since OpenAI, Azure OpenAI, Ollama, LM Studio, vLLM
+and every other name Sympozium's runner sends through its OpenAI client speak
+``/chat/completions``. ``make_provider`` is the only place that knows the mapping.
 
 The HTTP client is imported only when a run uses it: importing httpx (with the CLI packages it pulls in when they
 are installed) was ~0.3 s of CPU at every agent pod's start, most of what an offline run costs.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.config import ECHO, Config
+from agentrunner.config import ANTHROPIC, ECHO, Config
 from agentrunner.providers.base import (
     Completion,
     ExitRequested,
@@ -50,7 +51,11 @@ def __getattr__(name: str) -> Any:
 def make_provider(config: Config, timeout_seconds: float) -> Provider:
     if config.provider == ECHO:
         return EchoProvider()
+    if config.provider == ANTHROPIC:
+        from agentrunner.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(config.base_url, config.model, config.api_key, timeout_seconds)
     from agentrunner.providers.openai_compat import OpenAICompatibleProvider
 
     return OpenAICompatibleProvider(config.provider, config.base_url, config.model, config.api_key,
-                                    timeout_seconds)
+                                    timeout_seconds, config.azure_api_version)

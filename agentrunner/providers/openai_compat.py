@@ -7,6 +7,10 @@ appended after it so a preRun hook's material reaches a real model the way it re
 ``echo``. Token usage comes from the response's ``usage`` (``prompt_tokens`` /
 ``completion_tokens``; 0 when the server sends none).
 
+``azure-openai`` is the same request to Azure's shape of it, as Sympozium's runner sends it through the OpenAI
+SDK's Azure option: ``{endpoint}/openai/deployments/{model}/chat/completions?api-version=...`` (the model name is
+the deployment; ``AZURE_OPENAI_API_VERSION``, default ``2024-06-01``) with the key in an ``api-key`` header.
+
 Every failure — HTTP error status, timeout, refused connection, a body that is not a chat
 completion — becomes a ``ProviderError`` whose message says what happened and where, e.g.
 ``OpenAI-compatible API error (HTTP 429): <body excerpt>``.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -49,10 +54,20 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+AZURE = "azure-openai"
+AZURE_DEFAULT_API_VERSION = "2024-06-01"
+
+
 class OpenAICompatibleProvider:
-    def __init__(self, name: str, base_url: str, model: str, api_key: str, timeout_seconds: float) -> None:
+    def __init__(self, name: str, base_url: str, model: str, api_key: str, timeout_seconds: float,
+                 azure_api_version: str = AZURE_DEFAULT_API_VERSION) -> None:
         self.name = name
-        self.url = f"{base_url.rstrip('/')}/chat/completions"
+        base = base_url.rstrip("/")
+        if name == AZURE:
+            self.url = (f"{base}/openai/deployments/{quote(model, safe='')}/chat/completions"
+                        f"?api-version={quote(azure_api_version, safe='')}")
+        else:
+            self.url = f"{base}/chat/completions"
         self.model = model
         self.api_key = api_key
         self.timeout_seconds = timeout_seconds
@@ -66,7 +81,9 @@ class OpenAICompatibleProvider:
 
     async def complete(self, prompt: Prompt) -> Completion:
         headers = {"Content-Type": "application/json", "User-Agent": "agentrunner"}
-        if self.api_key:
+        if self.api_key and self.name == AZURE:
+            headers["api-key"] = self.api_key
+        elif self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         try:
             async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_seconds)) as client:

@@ -15,6 +15,7 @@ import yaml
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from models.evaluate import agent_name_of
 from models.kube import NotFound
 from models.names import AGENTS, GROUP, POLICIES, VERSION
 
@@ -107,7 +108,7 @@ async def agent_page(request: Request, name: str, who: ConsoleSession, state: St
     obj, plural = await _read(state, namespace, (AGENTS, LEGACY_AGENTS), name, "agent")
     spec = obj.get("spec") or {}
     lc = lifecycle_of(obj)
-    runs = [r for r in state.runwatch.list(namespace) if (r.get("spec") or {}).get("agentRef") == name]
+    runs = [r for r in state.runwatch.list(namespace) if agent_name_of(r) == name]
     return page(request, "agent.html", who=who, section="agents", namespace=namespace, name=name,
                 kind="Agent" if plural == AGENTS else "SympoziumInstance", spec=spec, defaults=_defaults(obj),
                 model=model_of(obj), lc=lc, hooks=[("preRun", h) for h in lc.get("preRun") or []]

@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from markupsafe import escape
 
 from models.agentrun import PHASES, TERMINAL_PHASES
+from models.evaluate import agent_name_of
 from models.kube import KubeError, NotFound
 from models.names import AGENTRUNS, AGENTS, GROUP, VERSION
 
@@ -298,11 +299,11 @@ async def run_context(state: State, namespace: str, name: str) -> dict[str, Any]
     obj = await one_run(state, namespace, name)
     spec = obj.get("spec") or {}
     st = obj.get("status") or {}
-    model = str((spec.get("model") or {}).get("model") or "")
+    model = str((spec.get("model") or {}).get("model") or (spec.get("model") or {}).get("name") or "")
     if not model:
         with contextlib.suppress(KubeError):
             agent = await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
-                                          AGENTS, str(spec.get("agentRef") or ""), action="read the run's Agent")
+                                          AGENTS, agent_name_of(obj), action="read the run's Agent")
             default = (((agent.get("spec") or {}).get("agents") or {}).get("default") or {}).get("model")
             model = f"{default} (the Agent's default)" if default else ""
     ui = state.settings.temporal_ui_url.rstrip("/")

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from models.agentrun import PHASES, TERMINAL_PHASES
+from models.evaluate import agent_name_of
 from models.names import ANNOTATION_CREATED_BY, LABEL_SCHEDULE
 from models.timestamps import parse_rfc3339
 
@@ -65,7 +66,7 @@ def row(obj: dict[str, Any], now: datetime | None = None) -> RunRow:
     meta = obj.get("metadata") or {}
     st = obj.get("status") or {}
     return RunRow(name=str(meta.get("name") or ""), namespace=str(meta.get("namespace") or ""),
-                  agent=str((obj.get("spec") or {}).get("agentRef") or ""), phase=str(st.get("phase") or ""),
+                  agent=agent_name_of(obj), phase=str(st.get("phase") or ""),
                   gate=str((st.get("gate") or {}).get("state") or ""), verdict=str(st.get("gateVerdict") or ""),
                   schedule=str((meta.get("labels") or {}).get(LABEL_SCHEDULE) or ""),
                   created=str(meta.get("creationTimestamp") or ""),

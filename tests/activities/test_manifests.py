@@ -162,3 +162,33 @@ def test_every_container_carries_requests_and_limits() -> None:
         assert hooks and all(c["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"},
                                                 "limits": {"cpu": "500m", "memory": "512Mi"}} for c in hooks)
         assert all(c["resources"]["limits"] for c in [*pod["initContainers"], *pod["containers"]])
+
+
+def test_auth_secret_keys_reach_the_agent_only_as_optional_secret_key_refs() -> None:
+    """Sympozium's allowed keys each by its own name, and a key stored as `apiKey` as PROVIDER_API_KEY (the
+    variable the agent reads last); never a literal value."""
+    (c,) = agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]["containers"]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"] if "valueFrom" in e}
+    assert list(refs) == ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT",
+                          "OLLAMA_HOST", "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY",
+                          "OPENROUTER_API_KEY", "API_KEY", "PROVIDER_API_KEY"]
+    assert all(r["name"] == "key" and r["optional"] is True for r in refs.values())
+    assert refs["PROVIDER_API_KEY"]["key"] == "apiKey"
+    assert all(refs[k]["key"] == k for k in refs if k != "PROVIDER_API_KEY")
+    # No auth Secret: no references at all.
+    keyless = normalize_agent({"metadata": {"name": "helper", "namespace": "ns"},
+                               "spec": {"agents": {"default": {"model": "m", "baseURL": "http://x/v1"}}}})
+    obj = {"metadata": {"name": "run1", "namespace": "ns", "uid": "u"}, "spec": {"agentRef": "helper", "task": "t"}}
+    (bare,) = agent_job(resolve_run(obj, keyless, default_image="a"), workflow_id="wf")["spec"]["template"]["spec"][
+        "containers"]
+    assert not any("valueFrom" in e for e in bare["env"])
+
+
+def test_the_setup_container_makes_the_context_and_control_dirs_before_the_first_hook() -> None:
+    for job in (prerun_job(resolved(**HOOKS), workflow_id="wf"),
+                postrun_job(resolved(**HOOKS), workflow_id="wf", agent_exit_code=0, agent_result="r")):
+        setup = job["spec"]["template"]["spec"]["initContainers"][0]
+        assert setup["name"] == "setup"
+        assert setup["command"] == ["sh", "-c", "mkdir -p /ipc/control /ipc/output /workspace/context"]
+        assert setup["securityContext"]["readOnlyRootFilesystem"] is True
+        assert [m["mountPath"] for m in setup["volumeMounts"]] == ["/workspace", "/ipc", "/tmp"]

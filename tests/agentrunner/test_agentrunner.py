@@ -218,8 +218,10 @@ def test_run_timeout_bounds_the_whole_run_and_reports_a_timeout_error(run_agent:
 @pytest.mark.parametrize(("env", "named"), [
     ({"RUN_TIMEOUT": "5 minutes"}, "RUN_TIMEOUT"),
     ({"RUN_TIMEOUT": "-1m"}, "RUN_TIMEOUT"),
-    ({"MODEL_PROVIDER": "anthropic"}, "MODEL_PROVIDER"),
-    ({"MODEL_PROVIDER": "ollama", "MODEL_NAME": "llama3"}, "MODEL_BASE_URL"),
+    ({"MODEL_PROVIDER": "anthropic"}, "MODEL_NAME"),
+    ({"MODEL_PROVIDER": "vllm", "MODEL_NAME": "llama3"}, "MODEL_BASE_URL"),  # vLLM has no default endpoint
+    ({"MODEL_PROVIDER": "bedrock", "MODEL_NAME": "m"}, "MODEL_PROVIDER"),
+    ({"MODEL_PROVIDER": "my provider", "MODEL_BASE_URL": "http://127.0.0.1:9/v1"}, "MODEL_PROVIDER"),
     ({"MODEL_PROVIDER": "vllm", "MODEL_BASE_URL": "http://127.0.0.1:9/v1"}, "MODEL_NAME"),
     ({"TASK": "   "}, "TASK"),
 ])
@@ -281,6 +283,8 @@ class Recorded:
     path: str
     authorization: str | None
     body: Any
+    api_key: str | None = None  # the `api-key` header (Azure OpenAI)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -299,6 +303,7 @@ class FakeModelServer:
     })
     delay: float = 0.0
     requests: list[Recorded] = field(default_factory=list)
+    routes: set[str] = field(default_factory=lambda: {"/v1/chat/completions"})
     release: threading.Event = field(default_factory=threading.Event)
 
 
@@ -309,10 +314,11 @@ def model_server() -> Iterator[FakeModelServer]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            state.requests.append(Recorded(self.path, self.headers.get("Authorization"), json.loads(raw)))
+            state.requests.append(Recorded(self.path, self.headers.get("Authorization"), json.loads(raw),
+                                           self.headers.get("api-key"), dict(self.headers.items())))
             if state.delay:
                 state.release.wait(state.delay)
-            status, reply = (state.status, state.reply) if self.path == "/v1/chat/completions" \
+            status, reply = (state.status, state.reply) if self.path in state.routes \
                 else (404, {"error": "not found"})
             payload = json.dumps(reply).encode()
             self.send_response(status)
@@ -386,6 +392,77 @@ def test_ollama_without_a_key_sends_no_authorization_and_gets_the_context_files(
     assert message["role"] == "user"
     assert message["content"].startswith("Summarise the report.\n")
     assert "--- report.txt ---\ndisk usage at 91%" in message["content"]
+
+
+@pytest.mark.parametrize("provider", ["openai-compatible", "custom", "vllm", "lm-studio", "llama-server", "groq",
+                                      "some-gateway"])
+def test_every_openai_compatible_provider_name_of_sympozium_posts_a_chat_completion(
+        run_agent: RunAgent, model_server: FakeModelServer, provider: str) -> None:
+    run = run_agent("hi", MODEL_PROVIDER=provider, MODEL_BASE_URL=model_server.base_url, MODEL_NAME="m")
+
+    assert run.returncode == 0, run.stderr
+    assert run.result["response"] == "Hello from the fake model."
+    [request] = model_server.requests
+    assert request.path == "/v1/chat/completions" and request.body["model"] == "m"
+
+
+def test_azure_openai_posts_to_the_deployment_with_the_api_key_header(
+        run_agent: RunAgent, model_server: FakeModelServer) -> None:
+    endpoint = model_server.base_url.removesuffix("/v1")
+    path = "/openai/deployments/gpt-4o/chat/completions?api-version=2024-06-01"
+    model_server.routes = {path}
+
+    run = run_agent("hi", MODEL_PROVIDER="azure-openai", MODEL_NAME="gpt-4o", OPENAI_API_KEY="",
+                    AZURE_OPENAI_ENDPOINT=endpoint, AZURE_OPENAI_API_KEY="az-key", API_KEY="generic")
+
+    assert run.returncode == 0, run.stderr
+    [request] = model_server.requests
+    assert request.path == path
+    assert request.api_key == "az-key" and request.authorization is None
+
+
+def test_anthropic_posts_to_the_messages_api_with_its_headers_and_reads_text_blocks_and_usage(
+        run_agent: RunAgent, model_server: FakeModelServer) -> None:
+    model_server.routes = {"/v1/messages"}
+    model_server.reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+                          "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "from Claude."}],
+                          "stop_reason": "end_turn", "usage": {"input_tokens": 11, "output_tokens": 4}}
+
+    run = run_agent("Say hello.", MODEL_PROVIDER="anthropic", MODEL_NAME="claude-test",
+                    MODEL_BASE_URL=model_server.base_url.removesuffix("/v1"), SYSTEM_PROMPT="Be terse.",
+                    ANTHROPIC_API_KEY="sk-ant", OPENAI_API_KEY="sk-openai")
+
+    assert run.returncode == 0, run.stderr
+    assert run.result["response"] == "Hello from Claude."
+    assert (run.result["metrics"]["inputTokens"], run.result["metrics"]["outputTokens"]) == (11, 4)
+    [request] = model_server.requests
+    assert request.path == "/v1/messages" and request.authorization is None
+    assert request.headers["x-api-key"] == "sk-ant" and request.headers["anthropic-version"] == "2023-06-01"
+    assert request.body == {"model": "claude-test", "max_tokens": 8192, "system": "Be terse.",
+                            "messages": [{"role": "user", "content": "Say hello."}]}
+
+
+def test_an_anthropic_error_names_the_api_and_the_status(run_agent: RunAgent, model_server: FakeModelServer) -> None:
+    model_server.routes = {"/v1/messages"}
+    model_server.status = 401
+    model_server.reply = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+
+    run = run_agent("hi", MODEL_PROVIDER="anthropic", MODEL_NAME="c",
+                    MODEL_BASE_URL=model_server.base_url.removesuffix("/v1"))
+
+    assert run.returncode == 1
+    assert run.result["error"].startswith("Anthropic API error (HTTP 401): ")
+    assert "invalid x-api-key" in run.result["error"]
+
+
+def test_the_providers_own_key_variable_wins_and_an_api_key_secret_key_is_the_last_fallback(
+        run_agent: RunAgent, model_server: FakeModelServer) -> None:
+    run_agent("hi", MODEL_PROVIDER="groq", MODEL_BASE_URL=model_server.base_url, MODEL_NAME="m",
+              GROQ_API_KEY="groq-key", OPENAI_API_KEY="openai-key")
+    run_agent("hi", MODEL_PROVIDER="openai-compatible", MODEL_BASE_URL=model_server.base_url, MODEL_NAME="m",
+              PROVIDER_API_KEY="from-apiKey")
+
+    assert [r.authorization for r in model_server.requests] == ["Bearer groq-key", "Bearer from-apiKey"]
 
 
 def test_a_missing_usage_block_counts_zero_tokens(run_agent: RunAgent, model_server: FakeModelServer) -> None:
@@ -477,6 +554,15 @@ def test_openai_api_key_wins_over_api_key_and_is_kept_out_of_repr() -> None:
 
     assert config.api_key == "first"
     assert "first" not in repr(config)
+
+
+@pytest.mark.parametrize(("provider", "base_url"), [
+    ("lm-studio", "http://localhost:1234/v1"), ("ollama", "http://ollama.default.svc:11434/v1"),
+    ("llama-server", "http://localhost:8080/v1"), ("unsloth", "http://localhost:8080/v1"),
+    ("anthropic", "https://api.anthropic.com"),
+])
+def test_local_providers_default_to_sympoziums_endpoints(provider: str, base_url: str) -> None:
+    assert load_config({"TASK": "x", "MODEL_PROVIDER": provider, "MODEL_NAME": "m"}).base_url == base_url
 
 
 def test_a_base_url_without_a_scheme_is_refused() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from api.console import views
 from api.console.routes import templates
+from api.main import _summary
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -105,3 +106,14 @@ def test_a_retried_run_shows_the_last_attempts_logs_and_offers_the_others() -> N
     assert 'sse-connect="/runs/r%201/log-stream?namespace=team&amp;attempt=1"' in logs(2, 1)
     single = logs(1, None)
     assert "<button" not in single and "attempt 1 of" not in single
+
+
+def test_a_run_written_with_sympoziums_older_names_shows_its_agent() -> None:
+    older = run()
+    older["spec"] = {"instanceRef": "legacy-agent", "input": "do it"}
+    assert views.row(older, NOW).agent == "legacy-agent"
+    assert _summary(older).agent == "legacy-agent"
+    detail = templates.get_template("_run_detail.html").render(
+        name="r1", namespace="team", spec=older["spec"], st=older["status"], task="do it", model="m",
+        created_by="", timeline=views.timeline(older, NOW))
+    assert '<dd id="agent">legacy-agent</dd>' in detail

@@ -299,3 +299,22 @@ def test_agentrun_schedules_without_a_stack_or_api_url_says_so(tmp_path: Path) -
                           "schedules", "list"], capture_output=True, text=True, timeout=60,
                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert out.returncode != 0 and "no API to talk to" in out.stderr, out
+
+
+def test_the_api_takes_and_shows_the_older_names_instance_ref_and_input(api: httpx.Client, stack: Stack,
+                                                                        namespace: str) -> None:
+    stack.create(namespace, "agents", agent())
+    r = api.post("/api/v1/schedules", params={"namespace": namespace},
+                 json={"name": "older", "instanceRef": "helper", "input": "from the docs", **QUIET})
+    assert r.status_code == 201, r.text
+    assert {k: r.json()["spec"][k] for k in ("agentRef", "task")} == {"agentRef": "helper", "task": "from the docs"}
+    assert "instanceRef" not in r.json()["spec"] and "input" not in r.json()["spec"]
+    r = api.patch("/api/v1/schedules/older", params={"namespace": namespace}, json={"input": "changed"})
+    assert r.status_code == 200 and r.json()["spec"]["task"] == "changed", r.text
+    # An object written with the older names (kubectl apply of the docs' YAML) is listed with its Agent.
+    body = schedule("applied", QUIET_CRON)
+    body["spec"] = {"instanceRef": "helper", "input": "t", **QUIET}
+    stack.create(namespace, PLURAL, body)
+    wait_phase(api, namespace, "applied", "Active")
+    listed = {s["name"]: s["agent"] for s in api.get("/api/v1/schedules", params={"namespace": namespace}).json()}
+    assert listed == {"older": "helper", "applied": "helper"}

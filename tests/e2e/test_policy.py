@@ -226,3 +226,25 @@ def test_a_registered_webhook_refuses_kubectl_apply_of_a_violating_run(tls_api: 
         wait_for(lambda: stack.get_run(ns, "compliant") is None, what="the compliant run to be deleted")
     finally:
         admission.delete_validating_webhook_configuration(config["metadata"]["name"])
+
+
+def test_a_builtin_policy_name_works_without_an_object_and_an_unknown_one_says_how_to_create_it(
+        stack: Stack, namespace: str) -> None:
+    """The first-agent walkthrough's `policy: permissive` (no SympoziumPolicy object in the namespace) runs; a
+    run under the built-in restrictive policy is refused by its rules; an unknown name fails the run saying how to
+    create the policy."""
+    ns = namespace
+    for name, policy in (("walkthrough", {"policy": "permissive"}), ("locked", {"policyRef": "restrictive"}),
+                         ("isolated", {"policyRef": "network-isolated"})):
+        body = agent(name)
+        body["spec"].update(policy)
+        stack.create(ns, "agents", body)
+        stack.create(ns, "agentruns", agent_run(f"{name}-run", agent_ref=name))
+    assert stack.wait_phase(ns, "walkthrough-run")["status"]["phase"] == "Succeeded"
+    locked = stack.wait_phase(ns, "locked-run")["status"]
+    assert locked["phase"] == "Failed" and locked["error"].startswith("spec.sandbox.enabled:")
+    assert 'policy "restrictive" (template Restrictive)' in locked["error"]
+    isolated = stack.wait_phase(ns, "isolated-run")["status"]
+    assert isolated["phase"] == "Failed"
+    assert isolated["error"].startswith(f'agent policyRef: SympoziumPolicy "network-isolated" not found in namespace '
+                                        f'"{ns}": create it')

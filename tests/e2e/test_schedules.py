@@ -406,3 +406,23 @@ def _save_history(name: str, text: str) -> None:
     path = Path(__file__).resolve().parents[1] / "workflows" / "histories" / f"{name}.json"
     if not path.exists():
         path.write_text(text)
+
+
+def test_older_field_names_instance_ref_and_input_make_the_same_schedule(stack: Stack, namespace: str) -> None:
+    """Sympozium's docs still write `instanceRef` and `input`: the object keeps them (no pruning) and its ticks
+    create runs of that Agent with that task; a schedule with neither name is an Error naming the field."""
+    stack.create(namespace, "agents", agent())
+    body = schedule("older", QUIET_CRON)
+    body["spec"] = {"instanceRef": "helper", "schedule": QUIET_CRON, "input": "from the older names"}
+    stored = stack.create(namespace, PLURAL, body)
+    assert stored["spec"]["instanceRef"] == "helper" and stored["spec"]["input"] == "from the older names"
+    [run] = wait_for(lambda: runs_of(stack, namespace, "older") or None, timeout=30, what="the first tick's run")
+    assert run["spec"]["agentRef"] == "helper" and run["spec"]["task"] == "from the older names"
+    assert run["metadata"]["labels"]["sympozium.ai/instance"] == "helper"
+    assert phase(stack.wait_phase(namespace, run["metadata"]["name"])) == "Succeeded"
+
+    nameless = schedule("nameless", QUIET_CRON)
+    nameless["spec"] = {"schedule": QUIET_CRON, "task": "t"}
+    stack.create(namespace, PLURAL, nameless)
+    bad = wait_status(stack, namespace, "nameless", "Error", lambda s: s.get("phase") == "Error")
+    assert bad["status"]["message"].startswith("spec.agentRef: required")

@@ -147,3 +147,44 @@ def test_a_bad_lifecycle_retry_fails_the_run_naming_the_field(retry: dict[str, A
         resolve_run(run({"lifecycle": {"postRun": post_run, "retry": retry}}), AGENT, default_image="x")
     assert e.value.field == field
     assert text in str(e.value)
+
+
+def _agent_of(provider: str, **defaults: Any) -> Any:
+    return normalize_agent({"metadata": {"name": "helper", "namespace": "ns"},
+                            "spec": {"agents": {"default": {"model": "m", **defaults}},
+                                     "authRefs": [{"provider": provider, "secret": "key"}]}})
+
+
+@pytest.mark.parametrize(("provider", "base_url"), [
+    ("openai-compatible", "http://127.0.0.1:1234/v1"), ("custom", "http://x/v1"), ("vllm", "http://x/v1"),
+    ("lm-studio", ""), ("ollama", ""), ("llama-server", ""), ("openai", ""), ("OpenAI", ""),
+    ("azure-openai", "https://res.openai.azure.com"), ("groq", "https://api.groq.com/openai/v1"),
+    ("anthropic", ""), ("echo", ""),
+])
+def test_providers_the_reference_agent_serves_are_accepted(provider: str, base_url: str) -> None:
+    r = resolve_run(run({"model": {"provider": provider, "baseURL": base_url}}), AGENT, default_image="x")
+    assert r.model.provider == provider
+
+
+@pytest.mark.parametrize(("provider", "base_url", "text"), [
+    ("bedrock", "", "provider 'bedrock' (AWS Bedrock (SigV4-signed requests)) is not supported by the agentrun "
+                    "agent yet"),
+    ("vllm", "", "provider 'vllm' needs a baseURL"),
+    ("openai-compatible", "", "provider 'openai-compatible' needs a baseURL"),
+    ("my provider", "http://x/v1", "is not a provider name"),
+])
+def test_a_provider_the_agent_cannot_serve_fails_the_run_at_start_naming_the_field(
+        provider: str, base_url: str, text: str) -> None:
+    with pytest.raises(FieldProblem) as e:
+        resolve_run(run({"model": {"provider": provider, "baseURL": base_url}}), AGENT, default_image="x")
+    assert e.value.field == "spec.model.provider"
+    assert text in e.value.message
+    # From the Agent, the Agent's field is named.
+    with pytest.raises(FieldProblem) as e:
+        resolve_run(run({}), _agent_of(provider, baseURL=base_url), default_image="x")
+    assert e.value.field == "agent spec.authRefs[0].provider"
+
+
+def test_another_agent_image_may_serve_any_provider() -> None:
+    r = resolve_run(run({"image": "my/agent:1", "model": {"provider": "bedrock"}}), AGENT, default_image="x")
+    assert r.model.provider == "bedrock" and r.image == "my/agent:1"

@@ -7,7 +7,15 @@ from datetime import UTC, datetime
 import pytest
 
 from models.base import FieldProblem
-from models.schedule import ScheduleSpec, plan_schedule, run_name, validate_cron
+from models.crds import all_crds
+from models.schedule import (
+    ScheduleSpec,
+    plan_schedule,
+    run_name,
+    schedule_agent,
+    schedule_task,
+    validate_cron,
+)
 
 
 def spec(cron: str, **fields: object) -> ScheduleSpec:
@@ -79,3 +87,35 @@ def test_run_names_use_the_tick_in_the_schedules_zone() -> None:
     assert run_name("report", tick, "UTC") == "report-202607010700"
     # Sub-minute interval ticks keep their seconds, so two ticks in one minute are two runs.
     assert run_name("beat", datetime(2026, 7, 1, 7, 0, 42, tzinfo=UTC), "UTC") == "beat-20260701070042"
+
+
+def test_instance_ref_and_input_are_the_older_names_of_agent_ref_and_task() -> None:
+    older = ScheduleSpec.model_validate({"instanceRef": "a", "schedule": "@hourly", "input": "t"})
+    assert (older.agent_ref, older.task) == ("a", "t")
+    assert older.wire()["agentRef"] == "a" and older.wire()["task"] == "t"
+    # Where both are given, the current name wins, as on AgentRun.
+    both = ScheduleSpec.model_validate({"agentRef": "new", "instanceRef": "old", "schedule": "@hourly",
+                                        "task": "new task", "input": "old task"})
+    assert (both.agent_ref, both.task) == ("new", "new task")
+    assert schedule_agent({"instanceRef": "a"}) == "a" and schedule_agent({"agentRef": "b", "instanceRef": "a"}) == "b"
+    assert schedule_task({"input": "t"}) == "t" and schedule_task({}) == ""
+
+
+@pytest.mark.parametrize(("fields", "named"), [
+    ({"schedule": "@hourly", "task": "t"}, "spec.agentRef"),
+    ({"agentRef": "a", "schedule": "@hourly"}, "spec.task"),
+    ({"instanceRef": "a", "schedule": "@hourly", "input": "  "}, "spec.task"),
+])
+def test_a_schedule_without_an_agent_or_a_task_is_refused_naming_the_field(fields: dict[str, str], named: str) -> None:
+    with pytest.raises(FieldProblem) as e:
+        plan_schedule(ScheduleSpec.model_validate(fields))
+    assert e.value.field == named
+    assert "required" in str(e.value)
+
+
+def test_the_crd_keeps_instance_ref_and_input_so_they_are_not_pruned() -> None:
+    crd = all_crds()["sympoziumschedules.yaml"]
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["instanceRef"] == {"type": "string"}
+    assert spec["properties"]["input"] == {"type": "string"}
+    assert spec["required"] == ["schedule"]
