@@ -15,9 +15,10 @@ import yaml
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from models.evaluate import agent_name_of
+from models.evaluate import agent_name_of, builtin_policy
 from models.kube import NotFound
 from models.names import AGENTS, GROUP, POLICIES, VERSION
+from models.policy import TEMPLATES
 
 from ..deps import Namespace, State, StateDep
 from .routes import ConsoleError, ConsoleSession, page
@@ -133,8 +134,18 @@ async def policies_page(request: Request, who: ConsoleSession, state: StateDep,
 @router.get("/policies/{name}", response_class=HTMLResponse)
 async def policy_page(request: Request, name: str, who: ConsoleSession, state: StateDep,
                       namespace: Namespace = "default") -> HTMLResponse:
-    obj, _ = await _read(state, namespace, (POLICIES,), name, "policy")
+    builtin = False
+    try:
+        obj, _ = await _read(state, namespace, (POLICIES,), name, "policy")
+    except ConsoleError:
+        # A built-in name an Agent may use without an object (models/evaluate.py): its template's rules.
+        stand_in = builtin_policy(name)
+        if stand_in is None:
+            raise
+        obj, builtin = stand_in, True
     agents = [str(a["metadata"]["name"]) for a in await _list(state, namespace, AGENTS)
               if (a.get("spec") or {}).get("policyRef") == name]
+    spec = obj.get("spec") or {}
+    shown = {**TEMPLATES[spec["template"]], **spec} if builtin else spec
     return page(request, "policy.html", who=who, section="policies", namespace=namespace, name=name,
-                spec=obj.get("spec") or {}, agents=agents, source=as_yaml(_bare(obj)), as_yaml=as_yaml)
+                spec=shown, agents=agents, source=as_yaml(_bare(obj)), as_yaml=as_yaml, builtin=builtin)

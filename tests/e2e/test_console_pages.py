@@ -151,5 +151,12 @@ def test_agents_and_policies_pages_show_what_they_hold_as_text(
     assert page.locator("main b").count() == 0
     assert_clean(page)
 
+    # A built-in policy name an Agent may use without an object: its template's rules, said to be built in.
+    page.goto(f"{api_server}/policies/restrictive?namespace={namespace}")
+    expect(page.locator("h1")).to_have_text("restrictive")
+    expect(page.locator("#builtin")).to_contain_text("there is no SympoziumPolicy named restrictive")
+    expect(page.locator("#source")).to_contain_text("template: Restrictive")
+    page.goto(f"{api_server}/policies/ghost?namespace={namespace}")
+    expect(page.locator("#error")).to_have_text(f'policy "ghost" not found in namespace "{namespace}"')
     page.goto(f"{api_server}/agents/ghost?namespace={namespace}")
     expect(page.locator("#error")).to_have_text(f'agent "ghost" not found in namespace "{namespace}"')
