@@ -13,12 +13,15 @@ SkillPack (as Sympozium names it, so a run's `skillPackRef` of either the pack o
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from .agentrun import Condition, RBACRule
 from .base import K8sModel
+
+# A JSON object kept whole (a JSON Schema, a core/v1 Volume): Kubernetes' own schema for it is not repeated here.
+Whole = Annotated[dict[str, Any], WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})]
 
 
 class SkillRequirements(K8sModel):
@@ -101,7 +104,7 @@ class SidecarTool(K8sModel):
     input_mode: Literal["args", "stdin"] | None = None
     positional_args: list[str] | None = None
     # A JSON Schema handed to the model verbatim: kept whole (preserve-unknown-fields).
-    parameters: dict[str, Any] | None = None
+    parameters: Whole | None = None
 
 
 class SkillSidecar(K8sModel):
@@ -119,8 +122,8 @@ class SkillSidecar(K8sModel):
     requires_server: bool | None = None
     ports: list[SidecarPort] | None = None
     # core/v1 Volume and VolumeMount objects, kept whole.
-    volumes: list[dict[str, Any]] | None = None
-    volume_mounts: list[dict[str, Any]] | None = None
+    volumes: list[Whole] | None = None
+    volume_mounts: list[Whole] | None = None
     tools: list[SidecarTool] | None = None
 
 
