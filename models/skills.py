@@ -5,8 +5,8 @@ the files of runs that start later (through its ConfigMap) but never the sidecar
 A SkillPack that does not exist is skipped, as Sympozium does (its ConfigMap projection is optional and no sidecar
 is added), so Sympozium's samples that name built-in packs (`k8s-ops`) still run here.
 
-A sidecar's RBAC is checked against the policy's `lifecyclePolicy.deniedResources` exactly like `lifecycle.rbac`:
-both are Roles the worker mints for a run.
+A sidecar's RBAC is checked against the policy's `lifecyclePolicy.deniedResources` exactly like `lifecycle.rbac`
+(both are Roles the worker mints for a run), and its image against `imagePolicy.allowedRegistries` like a hook's.
 """
 
 from __future__ import annotations
@@ -97,6 +97,11 @@ def resolve_skills(refs: list[SkillRef], packs: dict[str, dict[str, object]], *,
         sidecar = _sidecar(spec.sidecar) if spec.sidecar is not None and spec.sidecar.image else None
         if sidecar is not None and policy is not None:
             where = f'policy "{policy.name}"' + (f" (template {policy.template})" if policy.template else "")
+            if policy.allowed_registries and not any(sidecar.image.startswith(p) for p in policy.allowed_registries):
+                raise PolicyViolation(f"{at}.skillPackRef",
+                                      f'SkillPack "{name}" sidecar image "{sidecar.image}" is not from a registry '
+                                      f"allowed by {where}, rule imagePolicy.allowedRegistries "
+                                      f"({', '.join(policy.allowed_registries)})")
             for j, rule in enumerate(sidecar.rules):
                 for r in rule.resources:
                     if r in policy.denied_resources or r.split("/")[0] in policy.denied_resources:

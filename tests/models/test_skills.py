@@ -118,6 +118,19 @@ async def test_a_sidecars_rbac_passes_the_lifecycle_policys_denials() -> None:
                                "lifecyclePolicy.deniedResources")
 
 
+async def test_a_sidecar_image_must_come_from_an_allowed_registry() -> None:
+    agent = {**AGENT, "spec": {**AGENT["spec"], "policyRef": "regs"}}
+    policy = {"metadata": {"name": "regs", "namespace": "ns"},
+              "spec": {"imagePolicy": {"allowedRegistries": ["registry.example/"]}}}
+    objects = {("agents", "helper"): agent, ("sympoziumpolicies", "regs"): policy,
+               ("skillpacks", "tools"): pack("tools", sidecar={"image": "docker.io/tools:1"})}
+    ev = await evaluate_run(run(skills=["tools"]), default_image="registry.example/agent:1", read=reader(objects))
+    assert isinstance(ev.problem, PolicyViolation)
+    assert str(ev.problem) == ('spec.skills[0].skillPackRef: SkillPack "tools" sidecar image "docker.io/tools:1" is '
+                               'not from a registry allowed by policy "regs", rule imagePolicy.allowedRegistries '
+                               "(registry.example/)")
+
+
 async def test_a_malformed_skill_pack_fails_the_run_naming_it() -> None:
     bad = {"metadata": {"name": "bad"}, "spec": {"skills": [{"name": "x"}]}}
     ev = await evaluate_run(run(skills=["bad"]), default_image="agent:1",
