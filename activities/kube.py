@@ -9,6 +9,7 @@ into a retryable or non-retryable `ApplicationError` in one place (activities/er
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -46,8 +47,9 @@ from models.names import (
     lifecycle_name,
     workspace_name,
 )
-from models.resolve import RunRef
+from models.resolve import ResolvedRun, RunRef
 from models.run import Phase, StatusUpdate
+from models.skills import sidecar_account
 from models.slots import slot_limit
 from models.steps import (
     BeginRun,
@@ -72,6 +74,7 @@ from models.steps import (
 )
 
 from . import manifests as mf
+from . import skill_manifests as skm
 from .errors import application_error, kube_activity
 from .events import EventActivities
 from .manifests import RUN_MARKER, SKIP_MARKER
@@ -275,6 +278,39 @@ class KubeActivities:
         await self._create(self.rbac.create_namespaced_role_binding, ns, binding,
                            read=self.rbac.read_namespaced_role_binding, uid=run.ref.uid)
 
+    async def _ensure_skill_rbac(self, run: ResolvedRun) -> None:
+        """Each SkillPack sidecar's per-run account, Role (exactly the pack's rules), RoleBinding, and a fresh token
+        in its Secret, bound to that Secret (activities/skill_manifests.py says why). Made with each agent Job, so a
+        retried attempt's sidecar has a token that lasts its whole run."""
+        ns, uid = run.ref.namespace, run.ref.uid
+        for sa, secret, role, binding in mf.skill_rbac(run):
+            name = sa["metadata"]["name"]
+            await self._create(self.core.create_namespaced_service_account, ns, sa,
+                               read=self.core.read_namespaced_service_account, uid=uid)
+            made = await self._create(self.core.create_namespaced_secret, ns, secret,
+                                      read=self.core.read_namespaced_secret, uid=uid)
+            await self._create(self.rbac.create_namespaced_role, ns, role, read=self.rbac.read_namespaced_role, uid=uid)
+            await self._create(self.rbac.create_namespaced_role_binding, ns, binding,
+                               read=self.rbac.read_namespaced_role_binding, uid=uid)
+            answer = await self._call(self.core.create_namespaced_service_account_token, name, ns,
+                                      skm.token_request(run, name, str(made.metadata.uid)),
+                                      action=f"request a token for ServiceAccount {name}")
+            token = base64.b64encode(answer.status.token.encode()).decode()
+            await self._call(self.core.patch_namespaced_secret, name, ns, {"data": {skm.TOKEN_KEY: token}},
+                             action=f"write the token into Secret {name}")
+
+    async def _delete_skill_rbac(self, run: ResolvedRun) -> None:
+        ns, uid = run.ref.namespace, run.ref.uid
+        for p in run.sidecars:
+            name = sidecar_account(run.ref.name, p.name)
+            # The Secret first: the token bound to it stops working with it.
+            for delete, read in ((self.core.delete_namespaced_secret, self.core.read_namespaced_secret),
+                                 (self.rbac.delete_namespaced_role_binding, self.rbac.read_namespaced_role_binding),
+                                 (self.rbac.delete_namespaced_role, self.rbac.read_namespaced_role),
+                                 (self.core.delete_namespaced_service_account,
+                                  self.core.read_namespaced_service_account)):
+                await self._delete_owned(delete, read, name, ns, uid)
+
     async def _ensure_agent_account(self, ns: str) -> None:
         """The namespace's shared agent ServiceAccount exists: made (or found) at most once a minute per
         namespace by this worker, not once per run (one deleted by hand is back within the minute)."""
@@ -317,6 +353,7 @@ class KubeActivities:
         if req.component == "prerun":
             body = mf.prerun_job(run, workflow_id=req.workflow_id)
         elif req.component == "agent-run":
+            await self._ensure_skill_rbac(run)
             body = mf.agent_job(run, workflow_id=req.workflow_id, attempt=req.attempt, task=req.task)
         else:
             body = mf.postrun_job(run, workflow_id=req.workflow_id, agent_exit_code=req.agent_exit_code,
@@ -651,6 +688,7 @@ class KubeActivities:
                                              ns, uid)
             if run.rbac:
                 await self._delete_rbac(ns, name, uid)
+            await self._delete_skill_rbac(run)
         await self._release(req.ref)
         return published
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from activities import skill_manifests as skm
 from models import names
 from models.names import (
     AGENT_SERVICE_ACCOUNT,
@@ -24,6 +25,7 @@ from models.names import (
 )
 from models.resolve import ResolvedHook, ResolvedRun
 from models.resources import HELPER_DEFAULT
+from models.skills import sidecar_account
 
 Manifest = dict[str, Any]
 
@@ -102,6 +104,12 @@ def lifecycle_rbac(run: ResolvedRun) -> list[Manifest]:
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": run.ref.namespace}]},
     ]
+
+
+def skill_rbac(run: ResolvedRun) -> list[list[Manifest]]:
+    """Per pack with a sidecar: its ServiceAccount, token Secret, Role and RoleBinding (activities/skill_manifests.py)."""
+    return [skm.sidecar_rbac(run, p, _meta(run, sidecar_account(run.ref.name, p.name), "skill"))
+            for p in run.sidecars]
 
 
 # -- workspace ------------------------------------------------------------------------------------
@@ -258,10 +266,14 @@ def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str
     env = agent_env(run)
     if task is not None:
         env = [{"name": "TASK", "value": task} if e["name"] == "TASK" else e for e in env]
-    agent = {"name": "agent", "image": run.image, "env": env, "volumeMounts": _mounts(run),
+    env += skm.agent_skill_env(run)
+    agent = {"name": "agent", "image": run.image, "env": env, "volumeMounts": _mounts(run) + skm.agent_skill_mounts(run),
              "securityContext": dict(SECURE_CONTAINER), "resources": run.resources.wire()}
     pod: Manifest = {"serviceAccountName": AGENT_SERVICE_ACCOUNT, "automountServiceAccountToken": False,
-                     "containers": [agent], "volumes": _volumes(run)}
+                     "containers": [agent], "volumes": _volumes(run) + skm.skills_volumes(run)}
+    sidecars = skm.sidecar_containers(run, _mounts(run))
+    if sidecars:
+        pod["initContainers"] = sidecars
     if run.model.node_selector:
         pod["nodeSelector"] = dict(run.model.node_selector)
     return _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=run.timeout_seconds,

@@ -23,6 +23,7 @@ from agentrunner.config import Config, ConfigError, load_config, paths_from_env
 from agentrunner.context import ContextFile, load_context
 from agentrunner.providers import ExitRequested, Prompt, ProviderError, SkipRequested, make_provider
 from agentrunner.result import Metrics, RunResult, print_marker, write_result_file
+from agentrunner.skills import listing, load_skills, system_with_skills, wants_listing
 
 log = logging.getLogger("agentrunner")
 
@@ -47,11 +48,22 @@ def _log_start(config: Config, context: list[ContextFile]) -> None:
              config.context_dir, "set" if config.api_key else "not set")
 
 
-async def run(config: Config, context: list[ContextFile], started: float) -> RunResult:
+async def run(config: Config, context: list[ContextFile], started: float,
+              env: Mapping[str, str] | None = None) -> RunResult:
     """Ask the provider, bounded by RUN_TIMEOUT from ``started``; raises only ExitRequested."""
+    result = await _ask(config, context, started, env or {})
+    if wants_listing(env or {}) and result.status == "success":
+        result.response = f"{result.response}\n\n{listing(load_skills(env or {}))}"
+    return result
+
+
+async def _ask(config: Config, context: list[ContextFile], started: float, env: Mapping[str, str]) -> RunResult:
     remaining = max(config.run_timeout_seconds - (time.monotonic() - started), 0.001)
     provider = make_provider(config, remaining)
-    prompt = Prompt(system=config.system_prompt, task=config.task, context=context)
+    skills = load_skills(env)
+    if skills:
+        log.info("skills: %s", ", ".join(s.name for s in skills))
+    prompt = Prompt(system=system_with_skills(config.system_prompt, skills), task=config.task, context=context)
     try:
         async with asyncio.timeout(remaining):
             completion = await provider.complete(prompt)
@@ -104,7 +116,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     context = load_context(config.context_dir)
     _log_start(config, context)
     try:
-        result = asyncio.run(run(config, context, started))
+        result = asyncio.run(run(config, context, started, environ))
     except ExitRequested as exc:
         log.warning("exiting with code %d and no result (exit: test hook)", exc.code)
         return exc.code

@@ -68,7 +68,7 @@ from models.resolve import approval_tools
 
 from .authority import Unreadable, gate_authority, record_refusal
 from .deps import State, StateDep
-from .escalation import Requester, Unreviewable, escalation, rules_checked
+from .escalation import Requester, Unreviewable, escalation, rules_checked, skill_rules_checked
 
 log = logging.getLogger("agentrun.api.admission")
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -346,6 +346,7 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
         log.info("refused AgentRun %s: %s", who, ev.problem)
         return _refuse(req.uid, 403, "Forbidden", str(ev.problem))
     rules = rules_checked(run, ev.resolved.rbac if ev.resolved is not None else None, ev.agent_name)
+    rules += skill_rules_checked(ev.resolved)
     if rules:
         try:
             async with asyncio.timeout(max(1.0, EVALUATE_TIMEOUT_SECONDS - (loop.time() - started))):

@@ -31,6 +31,7 @@ from models.agentrun import Lifecycle, RBACRule
 from models.base import FieldProblem, parse
 from models.kube import Kube, KubeError
 from models.policy import Refusal
+from models.resolve import ResolvedRun
 
 RULE_ESCALATION = "lifecycle-rbac-escalation"
 # Each permission is one review; a run asking more than this many combinations is refused rather than left to
@@ -97,6 +98,15 @@ def rules_checked(run: dict[str, Any], rbac: list[RBACRule] | None, agent: str) 
         return [(f"spec.lifecycle.rbac[{i}]", rule) for i, rule in enumerate(rbac)]
     return [(f'spec.lifecycle.rbac[{i}] (inherited from Agent "{agent}" spec.agents.default.lifecycle.rbac[{i}])',
              rule) for i, rule in enumerate(rbac)]
+
+
+def skill_rules_checked(resolved: ResolvedRun | None) -> list[tuple[str, RBACRule]]:
+    """A run's SkillPack sidecar rules, each named: the worker mints them for the run like lifecycle.rbac, so whoever
+    creates the run must hold them too (whoever wrote the SkillPack)."""
+    if resolved is None:
+        return []
+    return [(f'SkillPack "{p.name}" spec.sidecar.rbac[{j}] (skill of this run)', rule)
+            for p in resolved.sidecars if p.sidecar is not None for j, rule in enumerate(p.sidecar.rules)]
 
 
 async def _allowed(kube: Kube, who: Requester, namespace: str, p: Permission) -> bool:

@@ -45,6 +45,7 @@ from models.names import (
 )
 from models.resolve import RunRef
 from models.settings import SettingsError, TemporalUnreachable, user_agent
+from models.skills import SKILLPACKS
 from models.steps import JobFinished, StartRun
 from worker.health import Health
 from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
@@ -53,6 +54,7 @@ from .leader import LeaderElector
 from .prune import keep_prune_schedule
 from .schedules import ScheduleSync
 from .settings import BridgeSettings
+from .skillpacks import SkillPackSync
 from .verdicts import WebhookCheck
 from .watch import KindWatcher
 
@@ -105,6 +107,7 @@ class Bridge:
         self._verdicts = Memo()  # workflow ID -> the verdict annotation last forwarded
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.schedules = ScheduleSync(self.kube, temporal, task_queue=settings.temporal.task_queue)
+        self.skill_packs = SkillPackSync(self.kube)
         self.webhook = WebhookCheck(self.kube, settings.verdict_webhook)
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
                                      identity=self.identity, lease_seconds=settings.lease_seconds,
@@ -133,6 +136,11 @@ class Bridge:
                 scheds = KindWatcher(self.custom.list_cluster_custom_object, name="schedules",
                                      group=GROUP, version=VERSION, plural=SCHEDULES)
             out += [(runs, self.on_run), (jobs, self.on_job), (scheds, self.schedules.on_schedule)]
+            packs = (KindWatcher(self.custom.list_namespaced_custom_object, name=f"skillpacks/{ns}", group=GROUP,
+                                 version=VERSION, namespace=ns, plural=SKILLPACKS) if ns else
+                     KindWatcher(self.custom.list_cluster_custom_object, name=SKILLPACKS, group=GROUP,
+                                 version=VERSION, plural=SKILLPACKS))
+            out.append((packs, self.skill_packs.on_skill_pack))
         return out
 
     async def run(self, stop: asyncio.Event) -> None:

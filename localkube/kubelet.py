@@ -439,6 +439,8 @@ class Kubelet(LogSource):
 
         self._write_status(run.namespace, run.name, initial)
         deadline_task = None
+        sidecars: list[asyncio.Task[None]] = []
+        sidecars_stop = asyncio.Event()
         ads = spec.get("activeDeadlineSeconds")
         if ads:
             deadline_task = asyncio.create_task(self._deadline(run, int(ads)))
@@ -448,6 +450,11 @@ class Kubelet(LogSource):
                 return
             restart = spec.get("restartPolicy", "Always")
             for c in inits:
+                if c.get("restartPolicy") == "Always":
+                    # A native sidecar (Kubernetes 1.29+): started in its turn, not waited for, restarted
+                    # when it exits, and stopped once the main containers are done.
+                    sidecars.append(asyncio.create_task(self._run_sidecar(run, pod, c, mounts, sidecars_stop)))
+                    continue
                 while True:
                     code = await self._run_container(run, pod, c, mounts, init=True)
                     if code is None or run.killing:
@@ -460,10 +467,40 @@ class Kubelet(LogSource):
                 self._write_status(run.namespace, run.name, lambda st: set_condition(
                     st.setdefault("conditions", []), "Initialized", "True"))
             results = await asyncio.gather(*(self._run_main(run, pod, c, mounts, restart) for c in mains))
+            await self._stop_sidecars(run, pod, sidecars, sidecars_stop)
             self._finish(run, failed=any(code != 0 for code in results) or run.killing)
         finally:
             if deadline_task:
                 deadline_task.cancel()
+            sidecars_stop.set()
+            for t in sidecars:
+                t.cancel()
+
+    async def _run_sidecar(self, run: PodRun, pod: Obj, c: Obj, mounts: dict[str, Path], stop: asyncio.Event) -> None:
+        while not stop.is_set() and not run.killing:
+            code = await self._run_container(run, pod, c, mounts, init=True)
+            if code is None or stop.is_set() or run.killing or not await self._back_off(run, c, init=True):
+                return
+
+    async def _stop_sidecars(self, run: PodRun, pod: Obj, tasks: list[asyncio.Task[None]], stop: asyncio.Event) -> None:
+        """SIGTERM to the native sidecars once the main containers are over, SIGKILL after the grace period; their
+        exit does not change the pod's phase (as the kubelet does it)."""
+        if not tasks:
+            return
+        stop.set()
+        names = {c["name"] for c in pod["spec"].get("initContainers") or [] if c.get("restartPolicy") == "Always"}
+        procs = [cr.proc for n, cr in run.containers.items() if n in names and cr.proc is not None
+                 and cr.proc.returncode is None]
+        for p in procs:
+            _terminate_container(p.pid)
+        grace = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
+        try:
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=grace)
+        except TimeoutError:
+            for p in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run_main(self, run: PodRun, pod: Obj, c: Obj, mounts: dict[str, Path], restart: str) -> int:
         while True:

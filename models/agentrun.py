@@ -6,9 +6,9 @@ Field names and aliases follow Sympozium so existing YAML keeps working (`instan
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, WithJsonSchema, model_validator
 
 from .base import K8sModel
 from .resources import Resources
@@ -95,6 +95,19 @@ class SkillRef(K8sModel):
     config_map_ref: str = ""
     params: dict[str, str] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        """`skills: [k8s-ops]` (the CRD docs' form) is `{skillPackRef: k8s-ops}`."""
+        return {"skillPackRef": data} if isinstance(data, str) else data
+
+
+# In the CRD a skill is a string or an object: a structural schema has no such union, so the item keeps whatever
+# it is given and resolution reports a malformed one naming the field.
+SkillItem = Annotated[SkillRef, WithJsonSchema({
+    "description": "a SkillPack name, or {skillPackRef, configMapRef, params}",
+    "x-kubernetes-preserve-unknown-fields": True})]
+
 
 class ParentRef(K8sModel):
     run_name: str = ""
@@ -129,7 +142,7 @@ class AgentRunSpec(K8sModel):
     timeout: str | None = None
     lifecycle: Lifecycle | None = None
     tool_policy: ToolPolicy | None = None
-    skills: list[SkillRef] = Field(default_factory=list)
+    skills: list[SkillItem] = Field(default_factory=list)
     sandbox: SandboxSpec | None = None
     agent_sandbox: AgentSandboxSpec | None = None
     parent: ParentRef | None = None

@@ -23,6 +23,7 @@ from .agentrun import AgentRunSpec, AgentRunStatus
 from .names import GROUP, VERSION
 from .policy import PolicySpec
 from .schedule import ScheduleSpec, ScheduleStatus
+from .skillpack import SkillPackSpec, SkillPackStatus
 
 
 def _structural(node: Any, defs: dict[str, Any]) -> Any:
@@ -174,6 +175,11 @@ def all_crds() -> dict[str, dict[str, Any]]:
             "SympoziumPolicy", "sympoziumpolicies", spec=PolicySpec, status=None, short_names=["spol"],
             description="Rules enforced on runs of the Agents that reference it.",
             columns=[{"name": "Template", "type": "string", "jsonPath": ".spec.template"}]),
+        "skillpacks.yaml": _crd(
+            "SkillPack", "skillpacks", spec=SkillPackSpec, status=SkillPackStatus, short_names=["skp"],
+            description="Skills (Markdown) mounted into agent pods at /skills, and an optional tool sidecar.",
+            columns=[{"name": "Skills", "type": "integer", "jsonPath": ".status.skillCount"},
+                     {"name": "ConfigMap", "type": "string", "jsonPath": ".status.configMapName"}]),
     }
 
 

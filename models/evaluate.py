@@ -18,6 +18,7 @@ from .base import FieldProblem
 from .names import API_VERSION, POLICIES
 from .policy import TEMPLATES, PolicyRules, normalize_policy
 from .resolve import ResolvedRun, resolve_run
+from .skills import SKILLPACKS, resolve_skills, skill_pack_names
 
 # (plural, name) → the object in the run's namespace, or None if it does not exist; other
 # errors propagate.
@@ -97,6 +98,14 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str)
                 raise policy_not_found(profile.policy_ref, ns)
             out.policy = normalize_policy(policy)
         out.resolved = resolve_run(run, profile, default_image=default_image, policy=out.policy)
+        own = bool((run.get("spec") or {}).get("skills"))
+        packs = {}
+        for name in skill_pack_names(out.resolved.skills):
+            obj = await read(SKILLPACKS, name)
+            if obj is not None:
+                packs[name] = obj
+        out.resolved.skill_packs = resolve_skills(out.resolved.skills, packs, policy=out.policy,
+                                                  field="spec.skills" if own else f'Agent "{out.agent_name}" spec.skills')
     except FieldProblem as p:
         out.problem = p
     return out

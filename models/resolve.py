@@ -33,6 +33,7 @@ from .duration import parse_duration
 from .names import LABEL_RUN, MAX_LABEL_VALUE
 from .policy import ALWAYS_DENIED_ENV, PolicyRules
 from .resources import AGENT_DEFAULT, HOOK_DEFAULT, Caps, Resources, parse_resources, resolve_resources
+from .skills import ResolvedSkillPack
 
 DEFAULT_RUN_TIMEOUT = "10m"
 DEFAULT_HOOK_TIMEOUT = "5m"
@@ -99,10 +100,16 @@ class ResolvedRun(K8sModel):
     # Requests and limits of the agent container and of each hook (models/resources.py), under the policy's caps.
     resources: Resources = Field(default_factory=lambda: AGENT_DEFAULT.model_copy(deep=True))
     hook_resources: Resources = Field(default_factory=lambda: HOOK_DEFAULT.model_copy(deep=True))
+    # `skills` resolved against their SkillPacks (models/skills.py): /skills and the sidecars.
+    skill_packs: list[ResolvedSkillPack] = Field(default_factory=list)
 
     @property
     def has_hooks(self) -> bool:
         return bool(self.pre_run or self.post_run)
+
+    @property
+    def sidecars(self) -> list[ResolvedSkillPack]:
+        return [p for p in self.skill_packs if p.sidecar is not None]
 
     @property
     def gate_hook(self) -> ResolvedHook | None:

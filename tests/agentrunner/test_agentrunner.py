@@ -7,6 +7,7 @@ HTTP server on 127.0.0.1 standing in for the model endpoint.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -589,3 +590,37 @@ def test_an_offline_run_does_not_import_the_http_client() -> None:
     named = "import agentrunner.providers as p; print(p.OpenAICompatibleProvider.__name__)"
     lazy = subprocess.run([sys.executable, "-c", named], capture_output=True, text=True, check=True, timeout=60)
     assert lazy.stdout.strip() == "OpenAICompatibleProvider"
+
+
+def test_skills_under_skills_dir_go_to_the_model_and_are_listed_when_asked(tmp_path: Path) -> None:
+    from agentrunner.skills import listing, load_skills, system_with_skills
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "b.md").write_text("beta")
+    (skills / "a.md").write_text("alpha")
+    (skills / "..data").mkdir()  # a projected volume's own entries are not skills
+    found = load_skills({"SKILLS_DIR": str(skills)})
+    assert [s.name for s in found] == ["a.md", "b.md"]
+    assert system_with_skills("Be brief.", found) == (
+        "Be brief.\n\nYou have these skills (from /skills):\n\n## a.md\nalpha\n\n## b.md\nbeta")
+    assert listing(found).splitlines() == [
+        "skills seen under /skills:",
+        "- a.md (5 bytes, sha256 8ed3f6ad685b959ead7022518e1af76cd816f8e8ec7ccdda1ed4018e8f2223f8)",
+        "- b.md (4 bytes, sha256 f44e64e75f3948e9f73f8dfa94721c4ce8cbb4f265c4790c702b2d41cfbf2753)"]
+    assert load_skills({"SKILLS_DIR": str(tmp_path / "none")}) == []
+
+
+def test_the_skills_reach_the_model_in_the_system_message_and_the_result_lists_them_when_asked(
+        run_agent: RunAgent, model_server: FakeModelServer, tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "triage.md").write_text("Read the events first.")
+    run = run_agent("Say hello.", MODEL_PROVIDER="openai", MODEL_BASE_URL=model_server.base_url, MODEL_NAME="m",
+                    SYSTEM_PROMPT="You are terse.", SKILLS_DIR=str(skills), AGENT_LIST_SKILLS="true")
+    assert run.returncode == 0, run.stderr
+    assert run.result["response"].splitlines() == [
+        "Hello from the fake model.", "", "skills seen under /skills:",
+        "- triage.md (22 bytes, sha256 " + hashlib.sha256(b"Read the events first.").hexdigest() + ")"]
+    [request] = model_server.requests
+    assert request.body["messages"][0] == {"role": "system", "content": (
+        "You are terse.\n\nYou have these skills (from /skills):\n\n## triage.md\nRead the events first.")}

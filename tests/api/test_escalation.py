@@ -164,3 +164,21 @@ async def test_the_agents_webhook_admits_only_agent_kinds(webhook: httpx.AsyncCl
     body = agent_review(ns, [], resource="agentruns")
     r = await webhook.post("/admission/agents", json=body)
     assert r.status_code == 400 and "not sympozium.ai 'agentruns'" in r.json()["detail"], r.text
+
+
+def test_a_runs_skill_pack_sidecar_rules_are_checked_like_lifecycle_rbac() -> None:
+    from api.escalation import skill_rules_checked
+    from models.agent import normalize_agent
+    from models.resolve import resolve_run
+    from models.skills import resolve_skills
+    run = resolve_run({"metadata": {"name": "r", "namespace": "ns", "uid": "u"},
+                       "spec": {"agentRef": "a", "task": "t", "skills": ["tools", "plain"]}},
+                      normalize_agent({"metadata": {"name": "a", "namespace": "ns"}, "spec": {}}), default_image="i")
+    rule = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
+    run.skill_packs = resolve_skills(run.skills, {
+        "tools": {"spec": {"skills": [], "sidecar": {"image": "t", "rbac": [rule]}}},
+        "plain": {"spec": {"skills": []}}}, field="spec.skills")
+    [(field, checked)] = skill_rules_checked(run)
+    assert field == 'SkillPack "tools" spec.sidecar.rbac[0] (skill of this run)'
+    assert checked.wire() == {**rule, "resourceNames": []}
+    assert skill_rules_checked(None) == []

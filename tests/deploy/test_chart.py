@@ -37,6 +37,9 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         ("", "pods", "list"), ("", "pods", "watch"), ("", "pods/log", "get"),  # exit codes, the result; informer
         *(("", r, v) for r in ("persistentvolumeclaims", "serviceaccounts") for v in ("get", "create", "delete")),
         *(("rbac.authorization.k8s.io", r, v) for r in ("roles", "rolebindings") for v in ("get", "create", "delete")),
+        ("sympozium.ai", "skillpacks", "get"),  # models/skills.py: a run's SkillPacks at start
+        ("", "serviceaccounts/token", "create"),  # a SkillPack sidecar's token (activities/skill_manifests.py)
+        *(("", "secrets", v) for v in ("get", "create", "patch", "delete")),  # ... kept in its per-run Secret
         # worker.grantableRules (default): what lifecycle Roles may grant
         *(("", "configmaps", v) for v in ("get", "list", "create", "patch", "delete")),
     },
@@ -45,6 +48,10 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         *(("sympozium.ai", "sympoziumschedules", v) for v in ("list", "watch", "patch")),
         ("sympozium.ai", "sympoziumschedules/status", "patch"),
         ("batch", "jobs", "list"), ("batch", "jobs", "watch"),
+        # bridge/skillpacks.py: a SkillPack's generated ConfigMap and its status
+        ("sympozium.ai", "skillpacks", "list"), ("sympozium.ai", "skillpacks", "watch"),
+        ("sympozium.ai", "skillpacks/status", "patch"),
+        *(("", "configmaps", v) for v in ("get", "create", "patch")),
     },
     "api": {
         *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "watch", "create", "delete")),  # runwatch
@@ -52,6 +59,7 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         *(("sympozium.ai", r, v) for r in ("agents", "sympoziuminstances", "sympoziumpolicies")
           for v in ("get", "list", "watch")),
         *(("sympozium.ai", "sympoziumschedules", v) for v in ("get", "list", "create", "patch", "delete")),
+        ("sympozium.ai", "skillpacks", "get"),  # api/admission.py: a run's SkillPacks, as the worker reads them
         ("", "events", "create"),  # api/authority.py: a refused verdict is a VerdictRefused Event on its run
         # api/escalation.py: a run's lifecycle.rbac is reviewed against what its creator holds
         ("authorization.k8s.io", "localsubjectaccessreviews", "create"),

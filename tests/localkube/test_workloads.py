@@ -1128,3 +1128,20 @@ def test_a_line_longer_than_a_log_entry_is_kept_whole_in_the_log(k: Cluster) -> 
     lines = k.log("longline").split("\n")
     assert len(lines[0]) == 100000 and set(lines[0]) == {"x"}
     assert lines[1] == "end"
+
+
+def test_a_native_sidecar_runs_beside_the_main_container_and_is_stopped_when_it_ends(k: Cluster, ctl: Path) -> None:
+    # An init container with restartPolicy: Always (Kubernetes 1.29+) is not waited for; the main container waits
+    # for it here through the shared directory, and once the main container exits the sidecar is terminated, so
+    # the pod succeeds although the sidecar would run forever.
+    side = container("side", "trap 'echo stopped > /ctl/side-stopped; exit 0' TERM; echo up > /ctl/side-up; "
+                             "while :; do sleep 0.05; done", restartPolicy="Always", volumeMounts=[ctl_mount()])
+    main = container("main", "while [ ! -f /ctl/side-up ]; do sleep 0.05; done; echo saw the sidecar",
+                     volumeMounts=[ctl_mount()])
+    k.create_pod(pod("native", pod_spec(main, init=[side], volumes=[host_dir(ctl)],
+                                        terminationGracePeriodSeconds=5)))
+    p = k.wait_phase("native", "Succeeded", timeout=20)
+    assert k.log("native", container="main").strip() == "saw the sidecar"
+    assert (ctl / "side-stopped").read_text().strip() == "stopped"  # SIGTERM, within the grace period
+    (cs,) = p.status.container_statuses
+    assert cs.state.terminated.exit_code == 0

@@ -1,0 +1,123 @@
+"""The agent pod's part of a run's SkillPacks: /skills, SYMPOZIUM_SKILL_TARGETS, and each pack's sidecar with its
+own identity.
+
+Kubernetes gives every container of a pod the pod's one ServiceAccount token, so a sidecar cannot hold rights the
+agent container beside it lacks through the pod's ServiceAccount. The agent pod therefore keeps the permission-less
+`sympozium-agent` account with no token mounted, and each sidecar gets a token of its own per-run ServiceAccount:
+the worker asks for it with a TokenRequest bound to a per-run Secret, writes it into that Secret, and only the
+sidecar's container mounts the Secret (at the standard ServiceAccount path, so in-cluster clients find it). The
+agent container has no such mount, so it cannot read the token. Deleting the Secret at cleanup makes the token
+invalid at once (a bound token dies with its object), and the Role, RoleBinding and account go with it.
+
+Sidecars are native sidecars (init containers with `restartPolicy: Always`): the Job completes when the agent
+does, and the kubelet stops them, so a `sleep infinity` sidecar never holds a run open.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models.resolve import ResolvedRun
+from models.skills import ResolvedSkillPack, sidecar_account, sidecar_container
+
+Manifest = dict[str, Any]
+
+SKILLS_VOLUME = "skills"
+SKILLS_PATH = "/skills"
+SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"  # where in-cluster clients look for their token
+TOKEN_KEY = "token"
+RBAC_API = "rbac.authorization.k8s.io"
+# A sidecar's token outlives the agent Job by this much (a TokenRequest asks for at least 10 minutes).
+TOKEN_SLACK_SECONDS = 600
+
+
+def skills_volumes(run: ResolvedRun) -> list[Manifest]:
+    vols: list[Manifest] = []
+    if run.skill_packs:
+        # Optional, as Sympozium projects them: a pack whose ConfigMap is not generated yet mounts empty.
+        vols.append({"name": SKILLS_VOLUME, "projected": {"sources": [
+            {"configMap": {"name": p.config_map, "optional": True}} for p in run.skill_packs]}})
+    for i, p in enumerate(run.sidecars):
+        vols.append({"name": token_volume(i), "projected": {"sources": [
+            {"secret": {"name": sidecar_account(run.ref.name, p.name),
+                        "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}]}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace",
+                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+        ]}})
+    return vols
+
+
+def token_volume(i: int) -> str:
+    return f"skill-token-{i}"
+
+
+def agent_skill_mounts(run: ResolvedRun) -> list[Manifest]:
+    return [{"name": SKILLS_VOLUME, "mountPath": SKILLS_PATH, "readOnly": True}] if run.skill_packs else []
+
+
+def agent_skill_env(run: ResolvedRun) -> list[Manifest]:
+    """SYMPOZIUM_SKILL_TARGETS: the packs with a sidecar, comma-separated in spec order, as Sympozium sets it."""
+    names = [p.name for p in run.sidecars]
+    return [{"name": "SYMPOZIUM_SKILL_TARGETS", "value": ",".join(names)}] if names else []
+
+
+def _env(p: ResolvedSkillPack) -> list[Manifest]:
+    assert p.sidecar is not None
+    out: list[Manifest] = []
+    for e in p.sidecar.env:
+        if e.value_from is not None and e.value_from.secret_key_ref is not None:
+            ref = e.value_from.secret_key_ref
+            skr: Manifest = {"name": ref.name, "key": ref.key}
+            if ref.optional is not None:
+                skr["optional"] = ref.optional
+            out.append({"name": e.name, "valueFrom": {"secretKeyRef": skr}})
+        else:
+            out.append({"name": e.name, "value": e.value or ""})
+    return out
+
+
+def sidecar_containers(run: ResolvedRun, agent_mounts: list[Manifest]) -> list[Manifest]:
+    """One native sidecar per pack with a sidecar: its image, command, env, resources (request = limit, as
+    Sympozium sets them), the run's workspace and IPC unless `mountWorkspace: false`, and its own token."""
+    out: list[Manifest] = []
+    for i, p in enumerate(run.sidecars):
+        sc = p.sidecar
+        assert sc is not None
+        mounts = [m for m in agent_mounts if m["name"] != SKILLS_VOLUME and (sc.mount_workspace or m["mountPath"]
+                                                                            not in ("/workspace", "/ipc"))]
+        mounts.append({"name": token_volume(i), "mountPath": SA_PATH, "readOnly": True})
+        quantity = {"cpu": sc.cpu, "memory": sc.memory}
+        c: Manifest = {"name": sidecar_container(p.name), "image": sc.image, "restartPolicy": "Always",
+                       "command": list(sc.command), "env": [*_env(p), {"name": "SKILL_PACK", "value": p.name}],
+                       "volumeMounts": mounts,
+                       "resources": {"requests": dict(quantity), "limits": dict(quantity)},
+                       "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+        if sc.image_pull_policy:
+            c["imagePullPolicy"] = sc.image_pull_policy
+        out.append(c)
+    return out
+
+
+def sidecar_rbac(run: ResolvedRun, p: ResolvedSkillPack, meta: Manifest) -> list[Manifest]:
+    """ServiceAccount, token Secret, Role with exactly the pack's rules, and RoleBinding, all per run. `meta` is the
+    run objects' metadata (owner, labels) for this name."""
+    assert p.sidecar is not None
+    name = meta["name"]
+    rules = [{"apiGroups": list(r.api_groups), "resources": list(r.resources), "verbs": list(r.verbs)}
+             for r in p.sidecar.rules]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta, "automountServiceAccountToken": False},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque"},
+        {"apiVersion": f"{RBAC_API}/v1", "kind": "Role", "metadata": meta, "rules": rules},
+        {"apiVersion": f"{RBAC_API}/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": RBAC_API, "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": run.ref.namespace}]},
+    ]
+
+
+def token_request(run: ResolvedRun, secret_name: str, secret_uid: str) -> Manifest:
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": run.timeout_seconds + TOKEN_SLACK_SECONDS,
+                     "boundObjectRef": {"apiVersion": "v1", "kind": "Secret", "name": secret_name,
+                                        "uid": secret_uid}}}

@@ -1,0 +1,60 @@
+"""The skills mounted at /skills (a run's SkillPacks, one `<skill>.md` per skill): given to the model, and listed
+in the result when `AGENT_LIST_SKILLS` is set, so a run shows which files arrived and what they hold.
+
+- ``SKILLS_DIR`` (default ``/skills``): where the files are; a missing directory means no skills.
+- ``AGENT_LIST_SKILLS`` (``true``/``1``): the response ends with one line per file: name, size, sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_SKILLS_DIR = "/skills"
+LISTING_HEADER = "skills seen under /skills:"
+
+
+@dataclass(frozen=True)
+class SkillFile:
+    name: str
+    content: str
+
+    def line(self) -> str:
+        data = self.content.encode()
+        return f"- {self.name} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()})"
+
+
+def load_skills(env: Mapping[str, str]) -> list[SkillFile]:
+    """The Markdown files of the skills directory (a projected volume also holds `..data` links: skipped)."""
+    root = Path(env.get("SKILLS_DIR") or DEFAULT_SKILLS_DIR)
+    if not root.is_dir():
+        return []
+    out = []
+    for p in sorted(root.iterdir()):
+        if p.name.startswith(".") or not p.is_file():
+            continue
+        try:
+            out.append(SkillFile(p.name, p.read_text(errors="replace")))
+        except OSError:
+            continue  # unreadable: not a skill the model can use
+    return out
+
+
+def system_with_skills(system: str, skills: list[SkillFile]) -> str:
+    """The system message with the skills appended, each under its file name, as instructions to follow."""
+    if not skills:
+        return system
+    parts = [system.rstrip(), "You have these skills (from /skills):"] if system.strip() else [
+        "You have these skills (from /skills):"]
+    parts += [f"## {s.name}\n{s.content.strip()}" for s in skills]
+    return "\n\n".join(parts)
+
+
+def wants_listing(env: Mapping[str, str]) -> bool:
+    return (env.get("AGENT_LIST_SKILLS") or "").strip().lower() in ("1", "true", "yes")
+
+
+def listing(skills: list[SkillFile]) -> str:
+    return "\n".join([LISTING_HEADER, *(s.line() for s in skills)] if skills else [LISTING_HEADER, "(none)"])
