@@ -75,7 +75,12 @@ RUN_IGNORED: tuple[Ignored, ...] = (
     Ignored("model.modelRef", "there are no Model resources here; set provider, model and baseURL"),
 )
 
+def _any_off(v: Any) -> bool:
+    return isinstance(v, dict) and any(on is False for on in v.values())
+
+
 POLICY_IGNORED: tuple[Ignored, ...] = (
+    Ignored("featureGates", "no feature is switched off here", _any_off),
     Ignored("networkPolicy", "no NetworkPolicy is made for agent pods here"),
     Ignored("modelPolicy", "allowed models and namespaces are not checked here"),
 )
