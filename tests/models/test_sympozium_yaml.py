@@ -8,6 +8,7 @@ schema fills in (enum defaults) may be added.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,15 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sympozium"
 PLURALS = {crd["spec"]["names"]["kind"]: crd["spec"]["names"]["plural"] for crd in all_crds().values()}
 
 
+def _filled(text: str) -> str:
+    """A fixture that a test fills in (`${RUN_NAME}`, ...) with each placeholder as a name: `run-name`."""
+    return re.sub(r"\$\{([A-Z_][A-Z0-9_]*)\}", lambda m: m.group(1).lower().replace("_", "-"), text)
+
+
 def _documents() -> list[tuple[str, dict[str, Any]]]:
     out = []
     for path in sorted(FIXTURES.glob("*.yaml")):
-        for i, doc in enumerate(d for d in yaml.safe_load_all(path.read_text()) if d):
+        for i, doc in enumerate(d for d in yaml.safe_load_all(_filled(path.read_text())) if d):
             out.append((f"{path.name}#{i}:{doc['kind']}/{doc['metadata']['name']}", doc))
     return out
 
