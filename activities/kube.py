@@ -180,7 +180,7 @@ class KubeActivities:
         ev = await evaluate_run(run, read=self._reader(ref.namespace), default_image=self.default_image)
         out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=ev.agent_name,
                          resolved=ev.resolved, problem=str(ev.problem) if ev.problem else None,
-                         problem_is_policy=isinstance(ev.problem, PolicyViolation))
+                         problem_is_policy=isinstance(ev.problem, PolicyViolation), ignored=ev.ignored)
         if out.resolved is not None:
             # maxConcurrent: the run will wait for a slot of its Agent, in creation order.
             try:

@@ -9,7 +9,11 @@ check is what protects a cluster without the webhook, the webhook only refuses e
 `kubectl apply`, before a run object exists.
 
 What it refuses, and why only that:
-- Policy rules and the always-denied env keys (`PolicyViolation`): 403 naming the field and rule.
+- Policy rules and the always-denied env keys (`PolicyViolation`): 403 naming the field and rule; so are fields
+  asking for an execution backend we do not offer (`models.compat.Unsupported`: `mode: server`, warm pools), on
+  AgentRuns and Agents alike.
+- Sympozium fields that have no effect here (channels, memory, ...: `models.compat`) are admitted with a warning
+  naming each (kubectl prints it); a run's status repeats them in its `FieldsIgnored` condition.
 - A missing Agent, an unreadable Agent spec, a bad duration or any other spec problem is admitted
   with a warning: the workflow fails that run at start naming the field (SPEC §3.1), so the user
   gets a run whose status says what is wrong, and an Agent applied after its runs in the same
@@ -51,6 +55,7 @@ from pydantic.alias_generators import to_camel
 from models.agent import normalize_agent
 from models.agentrun import RBACRule
 from models.base import FieldProblem, PolicyViolation
+from models.compat import AGENT_IGNORED, Unsupported, check_agent_backend, ignored_in
 from models.evaluate import Reader, evaluate_run
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.informer import Informer
@@ -360,12 +365,13 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
             log.info("refused AgentRun %s from %s: %s", who, req.user_info.username, refusal.message)
             return _refuse(req.uid, 403, "Forbidden", refusal.message)
     if ev.problem is not None:
-        return _allow(req.uid, [f"this run will fail when it starts unless this is fixed first: {ev.problem}"])
+        return _allow(req.uid, [f"this run will fail when it starts unless this is fixed first: {ev.problem}",
+                                *ev.ignored])
     warnings: list[str] = []
     if ev.resolved is not None and ev.policy is not None:
         warnings = [f'tool "{t}" needs approval under policy "{ev.policy.name}" (toolGating action: ask)'
                     for t in approval_tools(ev.resolved, ev.policy)]
-    return _allow(req.uid, warnings)
+    return _allow(req.uid, [*warnings, *ev.ignored])
 
 
 # -- the mutating webhook ----------------------------------------------------------------------------------------
@@ -455,9 +461,15 @@ async def decide_agent(state: State, req: AdmissionRequest) -> AdmissionResponse
     ns = req.namespace or meta.namespace
     if not ns:
         raise _bad("request.namespace is required: Agents are namespaced")
+    try:
+        check_agent_backend(req.obj)
+    except Unsupported as e:
+        log.info("refused %s %s/%s: %s", req.resource.resource, ns, req.name or meta.name, e)
+        return _refuse(req.uid, 403, "Forbidden", str(e))
+    warnings = ignored_in(req.obj, AGENT_IGNORED, "")  # what the Agent's runs will ask for in vain (models/compat.py)
     rules = _agent_rbac(req.obj)
     if not rules or (req.operation == "UPDATE" and rules == _agent_rbac(req.old_object)):
-        return _allow(req.uid)
+        return _allow(req.uid, warnings)
     who = f"{req.resource.resource} {ns}/{req.name or meta.name}"
     try:
         async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
@@ -471,7 +483,7 @@ async def decide_agent(state: State, req: AdmissionRequest) -> AdmissionResponse
     if refusal is not None:
         log.info("refused %s from %s: %s", who, req.user_info.username, refusal.message)
         return _refuse(req.uid, 403, "Forbidden", refusal.message)
-    return _allow(req.uid)
+    return _allow(req.uid, warnings)
 
 
 @router.post(ADMISSION_AGENTS_PATH, responses={400: {"description": "not an AdmissionReview v1 for agents"}})

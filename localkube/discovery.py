@@ -334,6 +334,32 @@ def openapi_v3_index(registry: Registry) -> dict[str, Any]:
     return {"paths": paths}
 
 
+# The Content-Type kube-openapi answers with (clients ask with "...spec.v2@v1.0+protobuf", which is no valid media type).
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def _pb_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (wire type 2); lengths here are < 2**14, so a varint of <= 2 bytes."""
+    n, size = len(payload), b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        size += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            break
+    return bytes([number << 3 | 2]) + size + payload
+
+
+def openapi_v2_protobuf() -> bytes:
+    """The Swagger 2.0 document as kubectl asks for it (gnostic's openapi_v2.Document), with no definitions.
+
+    kubectl reads it only to validate kinds the OpenAPI v3 documents do not describe, which here are exactly the
+    kinds no CRD defines: with no schema for them it skips its own check, then answers from discovery "no matches
+    for kind ... in version ..." as it does against a real API server (whose document does not describe them either).
+    """
+    info = _pb_field(1, b"Kubernetes") + _pb_field(2, str(VERSION_INFO["gitVersion"]).encode())
+    return _pb_field(1, b"2.0") + _pb_field(2, info)
+
+
 def openapi_v2(registry: Registry) -> dict[str, Any]:
     """A Swagger 2.0 document with one definition per kind (schemas of custom resources included)."""
     definitions: dict[str, Any] = {}

@@ -662,8 +662,9 @@ class App:
             await self._send_json(send, 200, doc)
         elif path == "/openapi/v2":
             if "protobuf" in req.accept() and "json" not in req.accept():
-                raise StatusError(406, "only application/json is served")
-            await self._send_json(send, 200, discovery.openapi_v2(reg))
+                await self._send_text(send, 200, discovery.openapi_v2_protobuf(), discovery.OPENAPI_V2_PROTOBUF.encode())
+            else:
+                await self._send_json(send, 200, discovery.openapi_v2(reg))
         else:
             raise StatusError(404, "the server could not find the requested resource")
 

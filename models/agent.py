@@ -8,11 +8,11 @@ the rest of the system ever reads.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
-from .agentrun import EnvVar, Lifecycle, ModelSpec, SkillRef
+from .agentrun import EnvVar, KubeObject, Lifecycle, LocalObjectReference, ModelSpec, SkillRef
 from .base import FieldProblem, K8sModel, parse
 from .resources import Resources
 
@@ -31,6 +31,8 @@ class Subagents(K8sModel):
 class AgentDefaults(K8sModel):
     model: str = ""
     base_url: str = Field("", alias="baseURL")
+    provider_headers: dict[str, str] = Field(default_factory=dict)
+    provider_headers_secret_ref: str = ""
     thinking: str = ""
     run_timeout: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -55,7 +57,98 @@ class LegacyProvider(K8sModel):
     base_url: str = Field("", alias="baseURL")
 
 
+# Sympozium's fields for features this control plane does not have (channels, memory, observability, MCP servers,
+# the web endpoint): typed as upstream types them, so `kubectl apply --validate=strict` accepts them and nothing is
+# pruned; models/compat.py lists them and has them warned about (admission) and noted in the run's status.
+
+class ChannelSecretRef(K8sModel):
+    provider: str = ""
+    secret: str
+
+
+class ChannelAccessControl(K8sModel):
+    allowed_senders: list[str] = Field(default_factory=list)
+    denied_senders: list[str] = Field(default_factory=list)
+    allowed_chats: list[str] = Field(default_factory=list)
+    deny_message: str = ""
+
+
+class ChannelTriggers(K8sModel):
+    stop_keywords: list[str] = Field(default_factory=list)
+    start_keywords: list[str] = Field(default_factory=list)
+
+
+class SlackChannelOptions(K8sModel):
+    emoji_on_trigger: str = ""
+    emoji_on_stop: str = ""
+    emoji_on_start: str = ""
+    threading: bool = False
+    allowed_triggers: list[str] = Field(default_factory=list)
+    thread_stickiness: bool = False
+
+
+class ChannelSpec(K8sModel):
+    type: str
+    config_ref: ChannelSecretRef | None = None
+    access_control: ChannelAccessControl | None = None
+    triggers: ChannelTriggers | None = None
+    slack: SlackChannelOptions | None = None
+    volumes: list[KubeObject] = Field(default_factory=list)
+    volume_mounts: list[KubeObject] = Field(default_factory=list)
+
+
+class MemorySpec(K8sModel):
+    enabled: bool = True  # upstream: required, defaulted to true
+    max_size_kb: int | None = Field(None, alias="maxSizeKB")
+    auto_store: bool | None = None
+    system_prompt: str = ""
+
+
+class ObservabilitySpec(K8sModel):
+    enabled: bool = False  # upstream: required, defaulted to false
+    otlp_endpoint: str = Field("", alias="otlpEndpoint")
+    otlp_protocol: Literal["grpc", "http/protobuf"] | None = Field(None, alias="otlpProtocol")
+    service_name: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_secret_ref: str = ""
+    sampling_ratio: str = ""
+    resource_attributes: dict[str, str] = Field(default_factory=dict)
+
+
+class MCPServerRef(K8sModel):
+    name: str = Field(min_length=1)
+    url: str = ""
+    tools_prefix: str = Field(min_length=1)
+    timeout: int | None = None
+    auth_secret: str = ""
+    auth_key: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+    tools_allow: list[str] = Field(default_factory=list)
+    tools_deny: list[str] = Field(default_factory=list)
+
+
+class RateLimitSpec(K8sModel):
+    requests_per_minute: int | None = None
+    burst_size: int | None = None
+
+
+class WebEndpointSpec(K8sModel):
+    enabled: bool = False  # upstream: required, defaulted to false
+    hostname: str = ""
+    auth_secret_ref: str = ""
+    rate_limit: RateLimitSpec | None = None
+
+
 class AgentSpec(K8sModel):
+    display_name: str = ""
+    channels: list[ChannelSpec] = Field(default_factory=list)
+    memory: MemorySpec | None = None
+    observability: ObservabilitySpec | None = None
+    mcp_servers: list[MCPServerRef] = Field(default_factory=list)
+    web_endpoint: WebEndpointSpec | None = None
+    image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
+    volumes: list[KubeObject] = Field(default_factory=list)
+    volume_mounts: list[KubeObject] = Field(default_factory=list)
     agents: AgentsBlock | None = None
     auth_refs: list[AuthRef] = Field(default_factory=list)
     skills: list[Any] = Field(default_factory=list)

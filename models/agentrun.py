@@ -76,6 +76,14 @@ class Lifecycle(K8sModel):
     retry: RetryPolicy | None = None
 
 
+# A core/v1 object embedded as Sympozium embeds it (a Volume, a VolumeMount): kept whole and handed on as written.
+KubeObject = dict[str, Any]
+
+
+class LocalObjectReference(K8sModel):
+    name: str = ""
+
+
 class ModelSpec(K8sModel):
     provider: str = ""
     model: str = Field("", validation_alias=AliasChoices("model", "name"), serialization_alias="model")
@@ -83,6 +91,10 @@ class ModelSpec(K8sModel):
     thinking: str = ""
     auth_secret_ref: str = ""
     node_selector: dict[str, str] = Field(default_factory=dict)
+    # Sympozium's, no effect here (models/compat.py): extra provider headers, a Model resource to use.
+    provider_headers: dict[str, str] = Field(default_factory=dict)
+    provider_headers_secret_ref: str = ""
+    model_ref: str = ""
 
 
 class ToolPolicy(K8sModel):
@@ -149,6 +161,13 @@ class AgentRunSpec(K8sModel):
     cleanup: Literal["delete", "keep"] = "delete"
     mode: Literal["task", "server"] = "task"
     image: str = ""
+    # Sympozium's, with no effect here or handed on as written (models/compat.py says which).
+    dry_run: bool = False
+    canary_mode: bool = False
+    image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
+    use_context: bool | None = None
+    volumes: list[KubeObject] = Field(default_factory=list)
+    volume_mounts: list[KubeObject] = Field(default_factory=list)
 
 
 class TokenUsage(K8sModel):

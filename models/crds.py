@@ -62,7 +62,7 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     if not out.get("type") and not out.get("x-kubernetes-preserve-unknown-fields") and "enum" not in out \
             and not out.get("x-kubernetes-int-or-string"):
         out["x-kubernetes-preserve-unknown-fields"] = True
-    if out.get("type") == "object" and out.get("additionalProperties") == {}:
+    if out.get("type") == "object" and out.get("additionalProperties") in ({}, True):
         out.pop("additionalProperties")
         out["x-kubernetes-preserve-unknown-fields"] = True
     return out

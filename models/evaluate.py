@@ -10,11 +10,12 @@ maps errors for Temporal's retries; the webhook reads with a short timeout and f
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .agent import normalize_agent
 from .base import FieldProblem
+from .compat import check_agent_backend, ignored_fields
 from .names import API_VERSION, POLICIES
 from .policy import TEMPLATES, PolicyRules, normalize_policy
 from .resolve import ResolvedRun, resolve_run
@@ -38,6 +39,8 @@ class Evaluation:
     # Why the run cannot start; a PolicyViolation when a policy rule refused it.
     problem: FieldProblem | None = None
     policy: PolicyRules | None = None
+    # Fields of the run, its Agent or policy that have no effect here (models/compat.py): warned about, noted.
+    ignored: list[str] = field(default_factory=list)
 
 
 def agent_name_of(run: dict[str, Any]) -> str:
@@ -90,7 +93,9 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str)
     if agent is None:
         out.problem = FieldProblem("spec.agentRef", f'Agent "{out.agent_name}" not found in namespace "{ns}"')
         return out
+    policy: dict[str, Any] | None = None
     try:
+        check_agent_backend(agent)
         profile = normalize_agent(agent)
         if profile.policy_ref:
             policy = await read_policy(read, profile.policy_ref)
@@ -108,4 +113,5 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str)
                                                   field="spec.skills" if own else f'Agent "{out.agent_name}" spec.skills')
     except FieldProblem as p:
         out.problem = p
+    out.ignored = ignored_fields(run, agent, policy)
     return out

@@ -134,6 +134,27 @@ class GatePolicy(K8sModel):
         return None
 
 
+class EgressRule(K8sModel):
+    host: str
+    port: int | None = None
+
+
+class NetworkPolicySpec(K8sModel):
+    """Sympozium's; no NetworkPolicy is made here (models/compat.py)."""
+
+    deny_all: bool = True
+    allow_dns: bool = Field(True, alias="allowDNS")
+    allow_event_bus: bool = True
+    allowed_egress: list[EgressRule] = Field(default_factory=list)
+
+
+class ModelPolicySpec(K8sModel):
+    """Sympozium's; not enforced here (models/compat.py)."""
+
+    allowed_namespaces: list[str] = Field(default_factory=list)
+    allowed_models: list[str] = Field(default_factory=list)
+
+
 class DocsSandbox(K8sModel):
     enabled: bool = False
     runtime_class: str = ""
@@ -148,6 +169,8 @@ class PolicySpec(K8sModel):
     feature_gates: dict[str, bool] = Field(default_factory=dict)
     denied_env: list[str] = Field(default_factory=list)
     gate_policy: GatePolicy | None = None
+    network_policy: NetworkPolicySpec | None = None
+    model_policy: ModelPolicySpec | None = None
     # docs shape
     template: Literal["Permissive", "Default", "Restrictive"] | None = None
     require_approval: list[str] = Field(default_factory=list)

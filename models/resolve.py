@@ -29,6 +29,7 @@ from .agentrun import (
     ToolPolicy,
 )
 from .base import FieldProblem, K8sModel, PolicyViolation, parse
+from .compat import check_run_backend
 from .duration import parse_duration
 from .names import LABEL_RUN, MAX_LABEL_VALUE
 from .policy import ALWAYS_DENIED_ENV, PolicyRules
@@ -222,9 +223,8 @@ def resolve_run(
         raise FieldProblem("metadata.name", f"at most {MAX_LABEL_VALUE} characters for an AgentRun ({len(name)} given): "
                                             f"the name labels the run's Jobs and pods ({LABEL_RUN}), and a label "
                                             f"value is at most {MAX_LABEL_VALUE} characters")
+    check_run_backend(obj)  # a backend we do not offer refuses the run, naming the field (models/compat.py)
     spec = parse(AgentRunSpec, obj.get("spec") or {}, "spec")
-    if spec.mode != "task":
-        raise FieldProblem("spec.mode", f'mode "{spec.mode}" is not supported (only "task")')
     task = spec.task
     if task is None or (isinstance(task, str) and not task.strip()):
         raise FieldProblem("spec.task", "required: a non-empty string prompt")

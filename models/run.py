@@ -32,6 +32,7 @@ class ConditionType(StrEnum):
     STEP_FAILED = "StepFailed"
     RESULT_CUT = "ResultCut"
     VERDICT_REFUSED = "VerdictRefused"  # the last verdict the gate refused, and who sent it
+    FIELDS_IGNORED = "FieldsIgnored"  # Sympozium fields the run asks for that have no effect here (models/compat.py)
 
 
 class Reason(StrEnum):
@@ -40,6 +41,7 @@ class Reason(StrEnum):
     SLOT_GRANTED = "SlotGranted"
     POST_RUN_JOB_FAILED = "PostRunJobFailed"
     RESULT_TOO_LARGE = "ResultTooLarge"
+    NO_EFFECT_HERE = "NoEffectHere"
     # Why a verdict was refused (VerdictRefused's reason).
     NO_GATE = "NoGate"
     NO_GATE_WAITING = "NoGateWaiting"

@@ -61,6 +61,8 @@ class Resolution(BaseModel):
     agent_name: str = ""
     # Set when the Agent's policy caps concurrent runs (maxConcurrent): the run waits for a slot.
     slots: SlotLimit | None = None
+    # Fields of the run, its Agent or policy with no effect here (models/compat.py), for the FieldsIgnored condition.
+    ignored: list[str] = Field(default_factory=list)
 
 
 class StatusWrite(BaseModel):

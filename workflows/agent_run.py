@@ -88,6 +88,8 @@ GATE_PATCH = "gate-hooks-after-verdict"
 # Runs that reach their end with this marker write their final status and events in the cleanup step, first thing:
 # the end of a run is one step, not two.
 FINISH_PATCH = "final-status-in-cleanup"
+# Runs with this marker carry a FieldsIgnored condition naming the Sympozium fields that have no effect here.
+FIELDS_IGNORED_PATCH = "fields-ignored-condition"
 
 __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult", "RunState", "workflow_id"]
 
@@ -218,6 +220,9 @@ class AgentRunWorkflow:
                 return await self._finish(Phase.FAILED, error=problem, failure=why)
             run = self._run = res.resolved
             self._gate.has_gate = run.gate_hook is not None
+            if res.ignored and workflow.patched(FIELDS_IGNORED_PATCH):
+                # Written with the next status write (Running at the latest), kept to the end like every condition.
+                self._cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE, "; ".join(res.ignored))
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
                 req = SlotRequest(namespace=ref.namespace, agent=run.agent, workflow_id=workflow.info().workflow_id,

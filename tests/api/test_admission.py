@@ -415,3 +415,64 @@ def test_tls_settings_must_come_in_pairs(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:
         main(["--insecure", "--tls-cert", str(tmp_path / "cert.pem")])
     assert e.value.code == 2
+
+
+# -- Sympozium fields with no effect here, and backends not offered (models/compat.py) --------------------------------
+
+CHATTY_AGENT = {"agents": {"default": {"model": "m", "providerHeaders": {"X-Team": "ops"}}},
+                "channels": [{"type": "slack", "configRef": {"secret": "slack"}}],
+                "memory": {"maxSizeKB": 64},  # enabled by default, as in Sympozium
+                "observability": {"enabled": False},  # off: nothing to warn about
+                "mcpServers": [{"name": "t", "toolsPrefix": "t"}]}
+
+
+async def test_fields_with_no_effect_here_are_admitted_with_a_warning_naming_each(
+        webhook: httpx.AsyncClient, ns: str, localkube: Handle) -> None:
+    api = config.new_client_from_config(str(localkube.kubeconfig))
+    try:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, ns, "agents",
+                                                                     _obj("Agent", "chatty", CHATTY_AGENT))
+    finally:
+        api.close()
+    spec = {"task": "t", "dryRun": True, "useContext": True, "canaryMode": False,
+            "model": {"modelRef": "lab-llama"}, "volumes": [{"name": "v", "emptyDir": {}}]}
+    resp = await admit(webhook, review(ns, run(ns, "chatty", spec)))
+    assert resp["allowed"] is True and "status" not in resp
+    assert [w.split(":")[0] for w in resp["warnings"]] == [
+        "spec.dryRun", "spec.volumes", "spec.model.modelRef",
+        'Agent "chatty" spec.channels', 'Agent "chatty" spec.memory', 'Agent "chatty" spec.mcpServers',
+        'Agent "chatty" spec.agents.default.providerHeaders']
+    assert all(": has no effect here (" in w for w in resp["warnings"])
+    # The same run with none of them set has nothing to warn about.
+    resp = await admit(webhook, review(ns, run(ns, "free", {"task": "t", "useContext": True, "dryRun": False})))
+    assert resp == {"uid": resp["uid"], "allowed": True}
+
+
+@pytest.mark.parametrize(("spec", "field", "text"), [
+    ({"mode": "server"}, "spec.mode", 'mode "server" is not offered here'),
+    ({"agentSandbox": {"enabled": True, "warmPoolRef": "pool"}}, "spec.agentSandbox.warmPoolRef",
+     "warm pool is not offered here"),
+])
+async def test_a_backend_not_offered_here_is_refused_naming_the_field(
+        webhook: httpx.AsyncClient, ns: str, spec: dict[str, Any], field: str, text: str) -> None:
+    assert_refused(await admit(webhook, review(ns, run(ns, "free", {"task": "t", **spec}))), field, text)
+
+
+def agent_review(ns: str, spec: dict[str, Any]) -> dict[str, Any]:
+    body = review(ns, {**_obj("Agent", "a1", spec), "metadata": {"name": "a1", "namespace": ns}})
+    gvr = {"group": G, "version": V, "resource": "agents"}
+    body["request"].update(kind={"group": G, "version": V, "kind": "Agent"}, resource=gvr, requestResource=gvr)
+    return body
+
+
+async def test_the_agents_webhook_warns_about_fields_with_no_effect_and_refuses_a_warm_pool(
+        webhook: httpx.AsyncClient, ns: str) -> None:
+    r = await webhook.post("/admission/agents", json=agent_review(ns, CHATTY_AGENT))
+    resp = r.json()["response"]
+    assert resp["allowed"] is True
+    assert [w.split(":")[0] for w in resp["warnings"]] == [
+        "spec.channels", "spec.memory", "spec.mcpServers", "spec.agents.default.providerHeaders"]
+    warm = {"agents": {"default": {"model": "m", "agentSandbox": {"enabled": True, "warmPool": {"size": 2}}}}}
+    resp = (await webhook.post("/admission/agents", json=agent_review(ns, warm))).json()["response"]
+    assert resp["allowed"] is False and resp["status"]["code"] == 403
+    assert resp["status"]["message"].startswith("spec.agents.default.agentSandbox.warmPool: warm pools")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,59 @@ def test_a_builtin_policy_name_works_without_an_object_and_an_unknown_one_says_h
     assert isolated["phase"] == "Failed"
     assert isolated["error"].startswith(f'agent policyRef: SympoziumPolicy "network-isolated" not found in namespace '
                                         f'"{ns}": create it')
+
+
+@contextmanager
+def _webhook_registered(tls_api: TlsApi, stack: Stack, ns: str) -> Iterator[None]:
+    """deploy/webhook.yaml's AgentRun and Agent webhooks, pointed at the test's API by URL, for `ns` only."""
+    docs = yaml.safe_load_all((Path(__file__).resolve().parents[2] / "deploy" / "webhook.yaml").read_text())
+    configs = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    admission = client.AdmissionregistrationV1Api(stack.api)
+    for config in configs:
+        config["metadata"]["name"] = f"{config['metadata']['name']}-{ns}"
+        for hook in config["webhooks"]:
+            hook["clientConfig"] = {"url": tls_api.base + hook["clientConfig"]["service"]["path"],
+                                    "caBundle": base64.b64encode(tls_api.ca_pem.encode()).decode()}
+            hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+            hook["failurePolicy"] = "Fail"
+        admission.create_validating_webhook_configuration(config)
+    try:
+        yield
+    finally:
+        for config in configs:
+            admission.delete_validating_webhook_configuration(config["metadata"]["name"])
+
+
+def test_sympozium_fields_with_no_effect_warn_at_kubectl_apply_and_mark_the_run(
+        tls_api: TlsApi, stack: Stack, namespace: str, kubectl: Kubectl) -> None:
+    ns = namespace
+    chatty = agent("chatty")
+    chatty["spec"]["channels"] = [{"type": "slack", "configRef": {"secret": "slack"}}]
+    chatty["metadata"]["namespace"] = ns
+    with _webhook_registered(tls_api, stack, ns):
+        out = kubectl("apply", "--validate=strict", "-f", "-", input=yaml.safe_dump(chatty))
+        assert out.returncode == 0, out.stderr
+        assert "Warning: spec.channels: has no effect here (channels" in out.stderr, out.stderr
+
+        body = agent_run("dry", agent_ref="chatty", dryRun=True)
+        body["metadata"]["namespace"] = ns
+        out = kubectl("apply", "--validate=strict", "-f", "-", input=yaml.safe_dump(body))
+        assert out.returncode == 0, out.stderr
+        assert "Warning: spec.dryRun: has no effect here" in out.stderr, out.stderr
+        assert 'Warning: Agent "chatty" spec.channels: has no effect here' in out.stderr, out.stderr
+        run = stack.wait_phase(ns, "dry")
+        assert run["status"]["phase"] == "Succeeded", run["status"]  # it ran, as a run without them would
+        cond = condition(run, "FieldsIgnored")
+        assert cond is not None and (cond["status"], cond["reason"]) == ("True", "NoEffectHere"), run["status"]
+        assert cond["message"].startswith("spec.dryRun: has no effect here") and 'Agent "chatty" spec.channels' \
+            in cond["message"]
+
+        for name, spec, field in (("served", {"mode": "server"}, "spec.mode"),
+                                  ("warm", {"agentSandbox": {"enabled": True, "warmPoolRef": "pool"}},
+                                   "spec.agentSandbox.warmPoolRef")):
+            body = agent_run(name, agent_ref="chatty", **spec)
+            body["metadata"]["namespace"] = ns
+            out = kubectl("apply", "--validate=strict", "-f", "-", input=yaml.safe_dump(body))
+            assert out.returncode != 0
+            assert f"denied the request: {field}: " in out.stderr and "not offered here" in out.stderr, out.stderr
+            assert stack.get_run(ns, name) is None, "a refused run is never stored"

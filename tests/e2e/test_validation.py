@@ -33,6 +33,10 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
     "badenv": (agent_run("badenv", env={"LD_PRELOAD": "/evil.so"}), "spec.env.LD_PRELOAD"),
     "noagent": (agent_run("noagent", agent_ref="nobody"), "spec.agentRef"),
     "taskobject": (agent_run("taskobject", task={"text": "hi"}), "spec.task"),  # type: ignore[arg-type]
+    # Backends Sympozium has and this control plane does not (models/compat.py).
+    "servermode": (agent_run("servermode", mode="server"), "spec.mode"),
+    "warmpool": (agent_run("warmpool", agentSandbox={"enabled": True, "warmPoolRef": "pool"}),
+                 "spec.agentSandbox.warmPoolRef"),
 }
 
 

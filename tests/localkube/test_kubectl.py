@@ -324,6 +324,17 @@ def test_get_of_an_unknown_resource_type_fails_from_discovery(kubectl: Kubectl, 
     assert 'the server doesn\'t have a resource type "frobnicators"' in result.stderr
 
 
+@pytest.mark.parametrize("validate", ["--validate=strict", "--validate=false"])
+def test_apply_of_an_unknown_kind_says_no_matches_for_kind(kubectl: Kubectl, namespace: str, validate: str) -> None:
+    # With validation on, kubectl first reads the Swagger 2.0 document (protobuf only) for a kind the OpenAPI v3
+    # documents do not describe; the answer must let it go on to discovery's verdict, as a real API server does.
+    doc = {"apiVersion": "example.com/v1", "kind": "Frobnicator", "metadata": {"name": "f"}, "spec": {}}
+    result = kubectl("apply", validate, "-n", namespace, "-f", "-", input=manifest(doc))
+    assert result.returncode == 1
+    assert 'no matches for kind "Frobnicator" in version "example.com/v1"' in result.stderr, result.stderr
+    assert "openapi" not in result.stderr and "content type" not in result.stderr
+
+
 # --------------------------------------------------------------------------------------------------
 # describe
 # --------------------------------------------------------------------------------------------------

@@ -80,7 +80,8 @@ def test_the_resolved_spec_does_not_change_when_the_agent_object_changes_afterwa
     ({"env": {"LD_PRELOAD": "/evil.so"}}, "spec.env.LD_PRELOAD", "not allowed"),
     ({"env": {"1BAD": "x"}}, "spec.env.1BAD", "C identifier"),
     ({"cleanup": "sometimes"}, "spec.cleanup", "'delete' or 'keep'"),
-    ({"mode": "server"}, "spec.mode", "not supported"),
+    ({"mode": "server"}, "spec.mode", 'mode "server" is not offered here'),
+    ({"agentSandbox": {"enabled": True, "warmPoolRef": "pool"}}, "spec.agentSandbox.warmPoolRef", "warm pool"),
     ({"lifecycle": {"preRun": [{"name": "a"}]}}, "spec.lifecycle.preRun[0].image", "Field required"),
 ])
 def test_invalid_runs_fail_with_a_message_naming_the_field(spec: dict[str, Any], field: str, text: str) -> None:
