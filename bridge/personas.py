@@ -1,0 +1,159 @@
+"""PersonaPack / Ensemble ⇒ the Agents and SympoziumSchedules they describe: the bridge's half of packs.
+
+Every event of a pack makes the cluster match `models.personas.expand` of it: missing objects are created,
+objects whose stamped hash differs are replaced (with their resourceVersion, so a concurrent writer makes the
+write fail and the event is handled again), and objects the pack owns but no longer describes are deleted. A
+disabled pack owns nothing. A deleted pack needs nothing from the bridge: it is the controller owner of what it
+stamped, so Kubernetes' garbage collector removes those objects (and a schedule's own finalizer still lets the
+bridge delete its Temporal Schedule first). The pack's status subresource lists what was stamped out.
+
+An object of the same name the pack does not own (a user's own Agent) is never touched: that persona fails and
+the pack's status says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from models.base import FieldProblem
+from models.ensemble import InstalledPersona
+from models.kube import Conflict, Kube, NotFound
+from models.names import AGENTS, GROUP, SCHEDULES, VERSION
+from models.personas import (
+    ANNOTATION_STAMPED,
+    PLURALS,
+    Pack,
+    PackKind,
+    expand,
+    owned_by,
+    pack_selector,
+    read_pack,
+)
+from models.timestamps import rfc3339
+
+log = logging.getLogger("agentrun.bridge.personas")
+
+Obj = dict[str, Any]
+
+
+class PackSync:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.custom = kube.custom
+
+    async def on_ensemble(self, typ: str, obj: Obj) -> None:
+        await self._on_pack("Ensemble", typ, obj)
+
+    async def on_personapack(self, typ: str, obj: Obj) -> None:
+        await self._on_pack("PersonaPack", typ, obj)
+
+    async def _on_pack(self, kind: PackKind, typ: str, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        if not (meta.get("namespace") and meta.get("name") and meta.get("uid")):
+            return
+        if typ == "DELETED" or meta.get("deletionTimestamp"):
+            return  # the garbage collector deletes what it owned
+        try:
+            pack = read_pack(kind, obj)
+            stamp = expand(pack)
+        except FieldProblem as p:
+            # What it stamped before stays: a typo in an edit should not delete a team of agents.
+            await self._write_status(kind, obj, phase="Error", reason="InvalidSpec", message=str(p), installed=[])
+            log.info("%s %s/%s is invalid: %s", kind, meta["namespace"], meta["name"], p)
+            return
+        problems: list[str] = []
+        for plural, desired in ((AGENTS, stamp.agents), (SCHEDULES, stamp.schedules)):
+            problems += await self._converge(pack, plural, desired)
+        failed = {p.split(" ", 1)[0] for p in problems}
+        installed = [i for i in stamp.installed
+                     if i.instance_name not in failed and (i.schedule_name or "") not in failed]
+        if problems:
+            phase, reason, message = "Error", "StampFailed", "; ".join(problems)
+        elif pack.spec.enabled:
+            phase, reason, message = "Ready", "Stamped", (f"{len(stamp.agents)} Agents and {len(stamp.schedules)} "
+                                                          "SympoziumSchedules stamped out")
+        else:
+            phase, reason, message = "Inactive", "NotEnabled", "spec.enabled is false: nothing is stamped out"
+        await self._write_status(kind, obj, phase=phase, reason=reason, message=message, installed=installed)
+
+    async def _converge(self, pack: Pack, plural: str, desired: list[Obj]) -> list[str]:
+        """Make `pack`'s objects of one plural exactly `desired`; a problem per object that could not be."""
+        ns, what = pack.namespace, f"{pack.kind} {pack.namespace}/{pack.name}"
+        listed = await self.kube.call(self.custom.list_namespaced_custom_object, GROUP, VERSION, ns, plural,
+                                      label_selector=pack_selector(pack), action=f"list {plural} of {what}")
+        existing = {o["metadata"]["name"]: o for o in listed.get("items") or [] if owned_by(o, pack)}
+        problems: list[str] = []
+        for want in desired:
+            name = want["metadata"]["name"]
+            have = existing.pop(name, None)
+            if have is None:
+                problem = await self._create(plural, pack, want)
+                if problem:
+                    problems.append(problem)
+            elif (have["metadata"].get("annotations") or {}).get(ANNOTATION_STAMPED) != \
+                    want["metadata"]["annotations"][ANNOTATION_STAMPED]:
+                await self._replace(plural, have, want)
+        for name, gone in existing.items():
+            try:
+                await self.kube.call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
+                                     body={"preconditions": {"uid": gone["metadata"]["uid"]}},
+                                     action=f"delete {plural} {ns}/{name} no longer in {what}")
+                log.info("deleted %s %s/%s (no longer in %s)", plural, ns, name, what)
+            except (NotFound, Conflict):
+                pass  # gone already, or replaced by a new object of that name: not ours to delete
+        return problems
+
+    async def _create(self, plural: str, pack: Pack, want: Obj) -> str | None:
+        ns, name = pack.namespace, want["metadata"]["name"]
+        try:
+            await self.kube.call(self.custom.create_namespaced_custom_object, GROUP, VERSION, ns, plural, want,
+                                 action=f"create {plural} {ns}/{name} for {pack.kind} {pack.name}")
+            log.info("stamped out %s %s/%s for %s %s", plural, ns, name, pack.kind, pack.name)
+            return None
+        except Conflict as e:
+            if not e.already_exists:
+                raise
+        other = await self.kube.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
+                                     action=f"read {plural} {ns}/{name}")
+        if owned_by(other, pack):
+            raise Conflict(f"create {plural} {ns}/{name}", "created meanwhile; handling the pack again")
+        return f"{name} exists already and is not owned by {pack.kind} {pack.name}: it was left as it is"
+
+    async def _replace(self, plural: str, have: Obj, want: Obj) -> None:
+        meta = have["metadata"]
+        spec = dict(want["spec"])
+        if plural == SCHEDULES and "suspend" in (have.get("spec") or {}):
+            # Not expressible on the pack: someone paused it on purpose, and an edit must not resume it.
+            spec["suspend"] = have["spec"]["suspend"]
+        body = {**have, "spec": spec, "metadata": {
+            **meta, "labels": {**(meta.get("labels") or {}), **want["metadata"]["labels"]},
+            "annotations": {**(meta.get("annotations") or {}), **want["metadata"]["annotations"]}}}
+        await self.kube.call(self.custom.replace_namespaced_custom_object, GROUP, VERSION, meta["namespace"], plural,
+                             meta["name"], body, action=f"update {plural} {meta['namespace']}/{meta['name']}")
+        log.info("updated %s %s/%s to match its pack", plural, meta["namespace"], meta["name"])
+
+    async def _write_status(self, kind: PackKind, obj: Obj, *, phase: str, reason: str, message: str,
+                            installed: list[InstalledPersona]) -> None:
+        meta, current = obj["metadata"], obj.get("status") or {}
+        spec = obj.get("spec") or {}
+        personas = spec.get("agentConfigs" if kind == "Ensemble" else "personas") or []
+        ready = "True" if phase in ("Ready", "Inactive") else "False"
+        old = next((c for c in current.get("conditions") or [] if c.get("type") == "Ready"), None)
+        same = old is not None and old.get("status") == ready
+        condition = {"type": "Ready", "status": ready, "observedGeneration": int(meta.get("generation") or 1),
+                     "lastTransitionTime": old["lastTransitionTime"] if same and old else rfc3339(datetime.now(UTC)),
+                     "reason": reason, "message": message}
+        status: Obj = {"phase": phase, "personaCount": len(personas) if isinstance(personas, list) else 0,
+                       "installedCount": len(installed),
+                       "installedPersonas": [i.wire() for i in installed], "conditions": [condition]}
+        if all(current.get(k) == v for k, v in status.items() if k != "conditions") and old is not None \
+                and {k: old.get(k) for k in condition} == condition:
+            return  # our own status write comes back as an event: nothing changed, nothing to write
+        try:
+            await self.kube.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
+                                 meta["namespace"], PLURALS[kind], meta["name"], {"status": status},
+                                 action=f"write status of {kind} {meta['namespace']}/{meta['name']}")
+        except NotFound:
+            pass  # deleted meanwhile
