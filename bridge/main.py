@@ -180,6 +180,7 @@ class Bridge:
             w.start()
             tasks.append(asyncio.create_task(self._pump(w, handler)))
         tasks.append(asyncio.create_task(self.schedules.resync(self.settings.schedule_resync_seconds)))
+        tasks.append(asyncio.create_task(self.packs.resync(self.settings.schedule_resync_seconds)))
         # In the background: Temporal being unreachable delays the schedule, never the watches.
         tasks.append(asyncio.create_task(keep_prune_schedule(self.temporal, self.settings)))
         lost = asyncio.create_task(self.elector.lost.wait())

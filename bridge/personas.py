@@ -13,6 +13,7 @@ the pack's status says why.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -38,10 +39,27 @@ log = logging.getLogger("agentrun.bridge.personas")
 Obj = dict[str, Any]
 
 
+class Terminating(Exception):
+    """A stamped object the pack still describes is being deleted: the event is handled again later."""
+
+
 class PackSync:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self.custom = kube.custom
+        # The last seen version of every live pack, for the periodic resync: the bridge does not watch the
+        # objects it stamps, so one deleted or replaced behind its back is put right within a resync interval.
+        self._objects: dict[str, tuple[PackKind, Obj]] = {}
+
+    async def resync(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            for kind, obj in list(self._objects.values()):
+                try:
+                    await self._on_pack(kind, "MODIFIED", obj)
+                except Exception as e:  # one pack's failure must not stop the others' resync
+                    log.warning("resync of %s %s/%s failed: %s", kind, obj["metadata"]["namespace"],
+                                obj["metadata"]["name"], e)
 
     async def on_ensemble(self, typ: str, obj: Obj) -> None:
         await self._on_pack("Ensemble", typ, obj)
@@ -54,7 +72,9 @@ class PackSync:
         if not (meta.get("namespace") and meta.get("name") and meta.get("uid")):
             return
         if typ == "DELETED" or meta.get("deletionTimestamp"):
+            self._objects.pop(meta["uid"], None)
             return  # the garbage collector deletes what it owned
+        self._objects[meta["uid"]] = (kind, obj)
         try:
             pack = read_pack(kind, obj)
             stamp = expand(pack)
@@ -88,6 +108,9 @@ class PackSync:
         for want in desired:
             name = want["metadata"]["name"]
             have = existing.pop(name, None)
+            if have is not None and have["metadata"].get("deletionTimestamp"):
+                # Still going (a schedule's finalizer): it is created anew once it is gone, when this is retried.
+                raise Terminating(f"{plural} {ns}/{name} is being deleted; {what} is handled again when it is gone")
             if have is None:
                 problem = await self._create(plural, pack, want)
                 if problem:
@@ -96,6 +119,8 @@ class PackSync:
                     want["metadata"]["annotations"][ANNOTATION_STAMPED]:
                 await self._replace(plural, have, want)
         for name, gone in existing.items():
+            if gone["metadata"].get("deletionTimestamp"):
+                continue
             try:
                 await self.kube.call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
                                      body={"preconditions": {"uid": gone["metadata"]["uid"]}},
