@@ -7,8 +7,9 @@ disabled pack owns nothing. A deleted pack needs nothing from the bridge: it is 
 stamped, so Kubernetes' garbage collector removes those objects (and a schedule's own finalizer still lets the
 bridge delete its Temporal Schedule first). The pack's status subresource lists what was stamped out.
 
-An object of the same name the pack does not own (a user's own Agent) is never touched: that persona fails and
-the pack's status says why.
+An object of the same name the pack does not own (a user's own Agent) is never touched, and a write the API
+server refuses (a schema or an admission webhook) is not repeated blindly: that persona fails and the pack's status
+says why (phase Error, its Ready condition's message).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from models.base import FieldProblem
 from models.ensemble import InstalledPersona
-from models.kube import Conflict, Kube, NotFound
+from models.kube import BadRequest, Conflict, Forbidden, Invalid, Kube, NotFound
 from models.names import AGENTS, GROUP, SCHEDULES, VERSION
 from models.personas import (
     ANNOTATION_STAMPED,
@@ -37,6 +38,11 @@ from models.timestamps import rfc3339
 log = logging.getLogger("agentrun.bridge.personas")
 
 Obj = dict[str, Any]
+
+
+# What the API server (or an admission webhook) says no to: repeating the same write will not help, so the pack's
+# status says why and the next edit or resync tries again.
+REFUSED = (BadRequest, Forbidden, Invalid)
 
 
 class Terminating(Exception):
@@ -117,7 +123,9 @@ class PackSync:
                     problems.append(problem)
             elif (have["metadata"].get("annotations") or {}).get(ANNOTATION_STAMPED) != \
                     want["metadata"]["annotations"][ANNOTATION_STAMPED]:
-                await self._replace(plural, have, want)
+                problem = await self._replace(plural, have, want)
+                if problem:
+                    problems.append(problem)
         for name, gone in existing.items():
             if gone["metadata"].get("deletionTimestamp"):
                 continue
@@ -137,6 +145,8 @@ class PackSync:
                                  action=f"create {plural} {ns}/{name} for {pack.kind} {pack.name}")
             log.info("stamped out %s %s/%s for %s %s", plural, ns, name, pack.kind, pack.name)
             return None
+        except REFUSED as e:
+            return f"{name} was refused: {e.message}"
         except Conflict as e:
             if not e.already_exists:
                 raise
@@ -146,7 +156,7 @@ class PackSync:
             raise Conflict(f"create {plural} {ns}/{name}", "created meanwhile; handling the pack again")
         return f"{name} exists already and is not owned by {pack.kind} {pack.name}: it was left as it is"
 
-    async def _replace(self, plural: str, have: Obj, want: Obj) -> None:
+    async def _replace(self, plural: str, have: Obj, want: Obj) -> str | None:
         meta = have["metadata"]
         spec = dict(want["spec"])
         if plural == SCHEDULES and "suspend" in (have.get("spec") or {}):
@@ -155,9 +165,13 @@ class PackSync:
         body = {**have, "spec": spec, "metadata": {
             **meta, "labels": {**(meta.get("labels") or {}), **want["metadata"]["labels"]},
             "annotations": {**(meta.get("annotations") or {}), **want["metadata"]["annotations"]}}}
-        await self.kube.call(self.custom.replace_namespaced_custom_object, GROUP, VERSION, meta["namespace"], plural,
-                             meta["name"], body, action=f"update {plural} {meta['namespace']}/{meta['name']}")
+        try:
+            await self.kube.call(self.custom.replace_namespaced_custom_object, GROUP, VERSION, meta["namespace"],
+                                 plural, meta["name"], body, action=f"update {plural} {meta['namespace']}/{meta['name']}")
+        except REFUSED as e:
+            return f"{meta['name']} was refused: {e.message}"
         log.info("updated %s %s/%s to match its pack", plural, meta["namespace"], meta["name"])
+        return None
 
     async def _write_status(self, kind: PackKind, obj: Obj, *, phase: str, reason: str, message: str,
                             installed: list[InstalledPersona]) -> None:

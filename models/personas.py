@@ -277,6 +277,54 @@ def check(pack: Pack) -> None:
     if dupes:
         raise FieldProblem("spec.agentConfigs" if pack.kind == "Ensemble" else "spec.personas",
                            f"persona names must be unique: {', '.join(dupes)}")
+    if pack.kind == "Ensemble":  # the PersonaPack controller never checked its graph
+        check_relationships(pack.spec)
+
+
+def check_relationships(spec: EnsembleSpec) -> None:
+    """Sympozium's check of an Ensemble's graph: a workflowType backed by its edges, one stimulus edge from the
+    stimulus to a persona, edges between personas only, and no cycle of sequential or delegation edges."""
+    rels = spec.relationships
+    kinds = {r.type for r in rels}
+    needed = {"pipeline": "sequential", "delegation": "delegation"}.get(spec.workflow_type)
+    if needed and needed not in kinds:
+        raise FieldProblem("spec.workflowType", f"{spec.workflow_type!r} needs at least one {needed} relationship")
+    stimulus_edges = [i for i, r in enumerate(rels) if r.type == "stimulus"]
+    if len(stimulus_edges) > 1:
+        raise FieldProblem("spec.relationships", f"at most one stimulus relationship, found {len(stimulus_edges)}")
+    if stimulus_edges and spec.stimulus is None:
+        raise FieldProblem("spec.stimulus", "a stimulus relationship needs a stimulus")
+    if spec.stimulus is not None:
+        if not stimulus_edges:
+            raise FieldProblem("spec.relationships", "the stimulus needs a stimulus relationship")
+        if not spec.stimulus.prompt.strip():
+            raise FieldProblem("spec.stimulus.prompt", "must not be empty")
+        i = stimulus_edges[0]
+        if rels[i].source != spec.stimulus.name:
+            raise FieldProblem(f"spec.relationships[{i}].source",
+                               f"must be the stimulus' name {spec.stimulus.name!r}, not {rels[i].source!r}")
+    names = {p.name for p in spec.agent_configs}
+    edges: dict[str, list[str]] = {}
+    for i, r in enumerate(rels):
+        for end in ("source", "target"):
+            if (end, r.type) != ("source", "stimulus") and getattr(r, end) not in names:
+                raise FieldProblem(f"spec.relationships[{i}].{end}", f"no persona is named {getattr(r, end)!r}")
+        if r.type in ("sequential", "delegation"):
+            edges.setdefault(r.source, []).append(r.target)
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> None:
+        for nxt in edges.get(node, []):
+            if nxt in path:
+                cycle = " -> ".join([*path[path.index(nxt):], nxt])
+                raise FieldProblem("spec.relationships", f"cycle of sequential/delegation edges: {cycle}")
+            if nxt not in done:
+                visit(nxt, [*path, nxt])
+        done.add(node)
+
+    for p in spec.agent_configs:
+        if p.name not in done:
+            visit(p.name, [p.name])
 
 
 def expand(pack: Pack) -> Stamp:

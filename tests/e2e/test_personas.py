@@ -215,17 +215,22 @@ def test_an_ensemble_is_stamped_out_once_enabled_and_removed_with_its_agents(sta
              timeout=60, what="the ensemble's Agents and schedule to be gone")
 
 
-def test_an_agent_of_the_same_name_the_pack_does_not_own_is_left_alone(stack: Stack, namespace: str,
+def test_an_agent_the_pack_does_not_own_is_left_alone_and_a_refused_persona_named_in_status(stack: Stack, namespace: str,
                                                                       kubectl: Kubectl) -> None:
     ns = namespace
     mine = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "Agent", "metadata": {"name": "crew-lead"},
             "spec": {"agents": {"default": {"model": "mine"}}, "authRefs": ECHO}}
     stack.create(ns, "agents", mine)
-    pack = _persona_pack(personas=[{"name": "lead", "systemPrompt": "You lead.", "model": "echo-1"}])
+    pack = _persona_pack(personas=[{"name": "lead", "systemPrompt": "You lead.", "model": "echo-1"},
+                                   {"name": "Second", "systemPrompt": "Not a valid object name.", "model": "echo-1"},
+                                   {"name": "third", "systemPrompt": "You are fine.", "model": "echo-1"}])
     assert kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(pack)).returncode == 0
     status = _phase(stack, ns, "personapacks", "crew", "Error")
-    assert status["installedCount"] == 0
-    assert "crew-lead exists already and is not owned by PersonaPack crew" in status["conditions"][0]["message"]
+    assert status["installedPersonas"] == [{"name": "third", "instanceName": "crew-third"}]
+    message = status["conditions"][0]["message"]
+    assert "crew-lead exists already and is not owned by PersonaPack crew" in message
+    assert "crew-Second was refused: " in message  # by the API server, which names the problem
+    assert _get(stack, ns, "agents", "crew-third") is not None
     kept = _get(stack, ns, "agents", "crew-lead")
     assert kept is not None and kept["spec"]["agents"]["default"]["model"] == "mine"
     assert not kept["metadata"].get("ownerReferences")

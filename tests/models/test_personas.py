@@ -144,3 +144,31 @@ def test_what_cannot_work_here_is_refused_naming_the_field() -> None:
     del obj["spec"]["agentConfigs"][0]["systemPrompt"]
     with pytest.raises(FieldProblem, match=r"^spec\.agentConfigs\[0\]\.systemPrompt: Field required"):
         read_pack("Ensemble", obj)
+
+
+@pytest.mark.parametrize(("change", "field", "message"), [
+    ({"workflowType": "delegation"}, "spec.workflowType", "'delegation' needs at least one delegation relationship"),
+    ({"stimulus": None}, "spec.stimulus", "a stimulus relationship needs a stimulus"),
+    ({"stimulus": {"name": "go", "prompt": "Start."}}, "spec.relationships[0].source",
+     "must be the stimulus' name 'go', not 'kickoff'"),
+    ({"relationships": [{"source": "kickoff", "target": "writer", "type": "stimulus"},
+                        {"source": "writer", "target": "editor", "type": "sequential"}]},
+     "spec.relationships[1].target", "no persona is named 'editor'"),
+    ({"relationships": [{"source": "kickoff", "target": "writer", "type": "stimulus"},
+                        {"source": "writer", "target": "checker", "type": "sequential"},
+                        {"source": "checker", "target": "writer", "type": "delegation"}]},
+     "spec.relationships", "cycle of sequential/delegation edges: writer -> checker -> writer"),
+])
+def test_an_ensemble_graph_that_cannot_work_is_refused_naming_the_field(change: dict[str, Any], field: str,
+                                                                       message: str) -> None:
+    obj = _load("ensemble.yaml")
+    obj["spec"].update(change)
+    with pytest.raises(FieldProblem) as e:
+        expand(read_pack("Ensemble", obj))
+    assert (e.value.field, e.value.message) == (field, message)
+
+
+def test_supervision_edges_may_form_a_cycle() -> None:
+    obj = _load("ensemble.yaml")
+    obj["spec"]["relationships"] += [{"source": "checker", "target": "writer", "type": "supervision"}]
+    assert len(expand(read_pack("Ensemble", obj)).agents) == 2
