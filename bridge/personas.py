@@ -53,19 +53,20 @@ class PackSync:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self.custom = kube.custom
-        # The last seen version of every live pack, for the periodic resync: the bridge does not watch the
+        # Every live pack (uid → kind, namespace, name), for the periodic resync: the bridge does not watch the
         # objects it stamps, so one deleted or replaced behind its back is put right within a resync interval.
-        self._objects: dict[str, tuple[PackKind, Obj]] = {}
+        self._packs: dict[str, tuple[PackKind, str, str]] = {}
+        # One reconcile of a pack at a time (an event's and the resync's would otherwise interleave).
+        self._locks: dict[str, asyncio.Lock] = {}
 
     async def resync(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            for kind, obj in list(self._objects.values()):
+            for uid, (kind, ns, name) in list(self._packs.items()):
                 try:
-                    await self._on_pack(kind, "MODIFIED", obj)
+                    await self._reconcile(kind, uid, ns, name)
                 except Exception as e:  # one pack's failure must not stop the others' resync
-                    log.warning("resync of %s %s/%s failed: %s", kind, obj["metadata"]["namespace"],
-                                obj["metadata"]["name"], e)
+                    log.warning("resync of %s %s/%s failed: %s", kind, ns, name, e)
 
     async def on_ensemble(self, typ: str, obj: Obj) -> None:
         await self._on_pack("Ensemble", typ, obj)
@@ -75,12 +76,31 @@ class PackSync:
 
     async def _on_pack(self, kind: PackKind, typ: str, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
-        if not (meta.get("namespace") and meta.get("name") and meta.get("uid")):
+        uid, ns, name = meta.get("uid"), meta.get("namespace"), meta.get("name")
+        if not (uid and ns and name):
             return
         if typ == "DELETED" or meta.get("deletionTimestamp"):
-            self._objects.pop(meta["uid"], None)
+            self._packs.pop(uid, None)
+            self._locks.pop(uid, None)
             return  # the garbage collector deletes what it owned
-        self._objects[meta["uid"]] = (kind, obj)
+        self._packs[uid] = (kind, ns, name)
+        await self._reconcile(kind, uid, ns, name)
+
+    async def _reconcile(self, kind: PackKind, uid: str, ns: str, name: str) -> None:
+        """Stamp out the pack as it is now: read afresh, so an event retried late (or the resync) never acts on
+        an older version than one already handled."""
+        async with self._locks.setdefault(uid, asyncio.Lock()):
+            try:
+                obj: Obj = await self.kube.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
+                                                PLURALS[kind], name, action=f"read {kind} {ns}/{name}")
+            except NotFound:
+                return
+            if obj["metadata"].get("uid") != uid or obj["metadata"].get("deletionTimestamp"):
+                return  # deleted (and maybe recreated: the new one has its own events)
+            await self._stamp(kind, obj)
+
+    async def _stamp(self, kind: PackKind, obj: Obj) -> None:
+        meta = obj["metadata"]
         try:
             pack = read_pack(kind, obj)
             stamp = expand(pack)
