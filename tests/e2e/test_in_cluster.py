@@ -2,9 +2,9 @@
 
 The worker, the bridge and the API run as Deployments of the chart in localkube, each under its own ServiceAccount
 and RBAC; Temporal and NATS stay host processes. A run with hooks and lifecycle RBAC succeeds, a gated run is
-approved through the chart's API Service, a schedule ticks, the chart's admission webhook refuses a run through
-its Service, and localkube's audit log shows every request of the three components made with their own
-ServiceAccounts — never the admin's credential. The pods encrypt every payload with the key the chart made."""
+approved through the chart's API Service, a schedule ticks, an Ensemble is stamped out, the chart's admission
+webhook refuses a run through its Service, and localkube's audit log shows every request of the three components
+made with their own ServiceAccounts — never the admin's credential. The pods encrypt every payload with the key the chart made."""
 
 from __future__ import annotations
 
