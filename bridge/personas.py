@@ -1,9 +1,10 @@
 """PersonaPack / Ensemble ⇒ the Agents and SympoziumSchedules they describe: the bridge's half of packs.
 
-Every event of a pack makes the cluster match `models.personas.expand` of it: missing objects are created,
-objects whose stamped hash differs are replaced (with their resourceVersion, so a concurrent writer makes the
-write fail and the event is handled again), and objects the pack owns but no longer describes are deleted. A
-disabled pack owns nothing. A deleted pack needs nothing from the bridge: it is the controller owner of what it
+Every event of a pack (read afresh) and every resync makes the cluster match `models.personas.expand` of it:
+missing objects are created; objects whose pack changed, or that were edited behind the pack's back (the pack is
+their source of truth, as in Sympozium; only a schedule's `suspend` is kept), are replaced with their
+resourceVersion, so a concurrent writer makes the write fail and it is done again; objects the pack owns but no
+longer describes are deleted. A disabled pack owns nothing. A deleted pack needs nothing from the bridge: it is the controller owner of what it
 stamped, so Kubernetes' garbage collector removes those objects (and a schedule's own finalizer still lets the
 bridge delete its Temporal Schedule first). The pack's status subresource lists what was stamped out.
 
@@ -25,6 +26,7 @@ from models.kube import BadRequest, Conflict, Forbidden, Invalid, Kube, NotFound
 from models.names import AGENTS, GROUP, SCHEDULES, VERSION
 from models.personas import (
     ANNOTATION_STAMPED,
+    ANNOTATION_STORED,
     PLURALS,
     Pack,
     PackKind,
@@ -32,6 +34,7 @@ from models.personas import (
     owned_by,
     pack_selector,
     read_pack,
+    stamped_hash,
 )
 from models.timestamps import rfc3339
 
@@ -43,6 +46,14 @@ Obj = dict[str, Any]
 # What the API server (or an admission webhook) says no to: repeating the same write will not help, so the pack's
 # status says why and the next edit or resync tries again.
 REFUSED = (BadRequest, Forbidden, Invalid)
+
+
+def out_of_date(have: Obj, want: Obj) -> bool:
+    """The pack changed since `have` was written (or it was never noted as written), or someone else changed it."""
+    notes = have["metadata"].get("annotations") or {}
+    if notes.get(ANNOTATION_STAMPED) != want["metadata"]["annotations"][ANNOTATION_STAMPED]:
+        return True
+    return notes.get(ANNOTATION_STORED) != stamped_hash(have, list(want["metadata"]["labels"]))
 
 
 class Terminating(Exception):
@@ -141,8 +152,7 @@ class PackSync:
                 problem = await self._create(plural, pack, want)
                 if problem:
                     problems.append(problem)
-            elif (have["metadata"].get("annotations") or {}).get(ANNOTATION_STAMPED) != \
-                    want["metadata"]["annotations"][ANNOTATION_STAMPED]:
+            elif out_of_date(have, want):
                 problem = await self._replace(plural, have, want)
                 if problem:
                     problems.append(problem)
@@ -161,9 +171,10 @@ class PackSync:
     async def _create(self, plural: str, pack: Pack, want: Obj) -> str | None:
         ns, name = pack.namespace, want["metadata"]["name"]
         try:
-            await self.kube.call(self.custom.create_namespaced_custom_object, GROUP, VERSION, ns, plural, want,
-                                 action=f"create {plural} {ns}/{name} for {pack.kind} {pack.name}")
+            stored = await self.kube.call(self.custom.create_namespaced_custom_object, GROUP, VERSION, ns, plural,
+                                          want, action=f"create {plural} {ns}/{name} for {pack.kind} {pack.name}")
             log.info("stamped out %s %s/%s for %s %s", plural, ns, name, pack.kind, pack.name)
+            await self._record_stored(plural, stored, want)
             return None
         except REFUSED as e:
             return f"{name} was refused: {e.message}"
@@ -186,12 +197,31 @@ class PackSync:
             **meta, "labels": {**(meta.get("labels") or {}), **want["metadata"]["labels"]},
             "annotations": {**(meta.get("annotations") or {}), **want["metadata"]["annotations"]}}}
         try:
-            await self.kube.call(self.custom.replace_namespaced_custom_object, GROUP, VERSION, meta["namespace"],
-                                 plural, meta["name"], body, action=f"update {plural} {meta['namespace']}/{meta['name']}")
+            stored = await self.kube.call(self.custom.replace_namespaced_custom_object, GROUP, VERSION,
+                                          meta["namespace"], plural, meta["name"], body,
+                                          action=f"update {plural} {meta['namespace']}/{meta['name']}")
         except REFUSED as e:
             return f"{meta['name']} was refused: {e.message}"
         log.info("updated %s %s/%s to match its pack", plural, meta["namespace"], meta["name"])
+        await self._record_stored(plural, stored, want)
         return None
+
+    async def _record_stored(self, plural: str, stored: Obj, want: Obj) -> None:
+        """Note what the cluster kept of our write (its schema may prune fields), to see later edits by others.
+
+        Only if the object is still as written (resourceVersion): otherwise another writer's version would be
+        recorded as ours; without the note the next reconcile rewrites the object and notes it then."""
+        meta = stored["metadata"]
+        note = {ANNOTATION_STORED: stamped_hash(stored, list(want["metadata"]["labels"]))}
+        if (meta.get("annotations") or {}).get(ANNOTATION_STORED) == note[ANNOTATION_STORED]:
+            return  # kept whole (the usual case): the note written with it holds
+        try:
+            await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, meta["namespace"],
+                                 plural, meta["name"], {"metadata": {"resourceVersion": meta["resourceVersion"],
+                                                                     "annotations": note}},
+                                 action=f"annotate {plural} {meta['namespace']}/{meta['name']}")
+        except (NotFound, Conflict):
+            pass
 
     async def _write_status(self, kind: PackKind, obj: Obj, *, phase: str, reason: str, message: str,
                             installed: list[InstalledPersona]) -> None:

@@ -43,6 +43,9 @@ LABEL_PROVIDER = "sympozium.ai/provider"
 # The hash of what the bridge last wrote: a pack's edit changes it, so the stamped object is rewritten; fields
 # the cluster's schema prunes never make the object look out of date.
 ANNOTATION_STAMPED = "agentrun.dev/stamped-hash"
+# The hash of the object as the cluster stored it after that write (our labels and spec): a stamped object whose
+# spec no longer matches it was changed behind the pack's back, and the pack, its source of truth, puts it back.
+ANNOTATION_STORED = "agentrun.dev/stored-hash"
 DEFAULT_MODEL = "gpt-4o"  # Sympozium's, for a persona that names none
 STAGGER_MINUTES = 2
 # Skills Sympozium does not mount as SkillPacks ("mcp-bridge" marks the MCP sidecar).
@@ -104,10 +107,20 @@ def owned_by(obj: Obj, pack: Pack) -> bool:
     return any(r.get("uid") == pack.uid for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
-def stamped_hash(obj: Obj) -> str:
-    """The hash of an object's labels and spec, as the annotation records it."""
-    body = {"labels": (obj.get("metadata") or {}).get("labels") or {}, "spec": obj.get("spec") or {}}
+def stamped_hash(obj: Obj, label_keys: list[str] | None = None) -> str:
+    """The hash of an object's spec and labels (only `label_keys` of them when given), as annotations record it."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if label_keys is not None:
+        labels = {k: labels.get(k) for k in label_keys}
+    body = {"labels": labels, "spec": obj.get("spec") or {}}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _notes(obj: Obj) -> dict[str, str]:
+    """The annotations of a stamped object: what the pack asked for, and (until the cluster prunes part of it,
+    which the bridge then notes) what the cluster keeps of it."""
+    return {ANNOTATION_STAMPED: stamped_hash(obj),
+            ANNOTATION_STORED: stamped_hash(obj, list(obj["metadata"]["labels"]))}
 
 
 def interval_to_cron(interval: str, offset: int) -> str:
@@ -216,7 +229,7 @@ def build_agent(pack: Pack, persona: AgentConfigSpec) -> Obj:
     agent_spec = {k: v for k, v in body.items() if v or k in ("agents", "authRefs")}
     obj: Obj = {"apiVersion": API_VERSION, "kind": "Agent",
                 "metadata": _meta(pack, agent_name(pack, persona.name), _labels(pack, persona)), "spec": agent_spec}
-    obj["metadata"]["annotations"] = {ANNOTATION_STAMPED: stamped_hash(obj)}
+    obj["metadata"]["annotations"] = _notes(obj)
     return obj
 
 
@@ -256,14 +269,14 @@ def build_schedule(pack: Pack, persona: AgentConfigSpec, index: int) -> Obj | No
     spec: Obj = {"agentRef": agent_name(pack, persona.name),
                  "schedule": sched.cron or interval_to_cron(sched.interval, index * STAGGER_MINUTES),
                  "task": task, "type": sched.type, "concurrencyPolicy": "Forbid", "includeMemory": True}
-    if pack.kind == "Ensemble":
-        spec["firstTick"] = sched.first_tick
+    # Stated even when the pack has none (a PersonaPack never has): the stored object then equals what was written.
+    spec["firstTick"] = sched.first_tick
     pack_label, persona_label = LABELS[pack.kind]
     obj: Obj = {"apiVersion": API_VERSION, "kind": "SympoziumSchedule",
                 "metadata": _meta(pack, schedule_name(pack, persona.name),
                                   {pack_label: pack.name, persona_label: persona.name}),
                 "spec": spec}
-    obj["metadata"]["annotations"] = {ANNOTATION_STAMPED: stamped_hash(obj)}
+    obj["metadata"]["annotations"] = _notes(obj)
     return obj
 
 

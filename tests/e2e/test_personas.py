@@ -148,6 +148,19 @@ def test_a_persona_pack_stamps_out_agents_and_schedules_updates_them_and_removes
     assert status["installedPersonas"] == [{"name": "lead", "instanceName": "crew-lead",
                                             "scheduleName": "crew-lead-schedule"}]
 
+    # The pack is the source of truth: an edit of its Agent is put back (by the resync, every 2 s here), while a
+    # schedule paused by hand stays paused (suspend cannot be said on a pack).
+    for plural, name, patch in (("agents", "crew-lead", {"spec": {"agents": {"default": {"model": "by-hand"}}}}),
+                                ("sympoziumschedules", "crew-lead-schedule", {"spec": {"suspend": True,
+                                                                                       "task": "by hand"}})):
+        stack.custom.patch_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, plural, name, patch)
+    wait_for(lambda: (_get(stack, ns, "agents", "crew-lead") or {})["spec"]["agents"]["default"]["model"] == "echo-2"
+             and (_get(stack, ns, "sympoziumschedules", "crew-lead-schedule") or {})["spec"]["task"] != "by hand",
+             timeout=20, what="the edits by hand to be put back")
+    sched = _get(stack, ns, "sympoziumschedules", "crew-lead-schedule")
+    assert sched is not None and sched["spec"]["suspend"] is True
+    assert sched["spec"]["task"].endswith("YOUR ROLE TASK: Plan the week.")
+
     # Deleted: Kubernetes' garbage collector removes what it owned (the schedule once its Temporal Schedule is gone).
     assert kubectl("delete", "personapack", "crew", "-n", ns).returncode == 0
     wait_for(lambda: _get(stack, ns, "agents", "crew-lead") is None

@@ -112,7 +112,7 @@ def test_a_persona_pack_is_read_as_the_ensemble_it_is_under_its_own_labels() -> 
     [sched] = stamp.schedules
     assert sched["metadata"]["labels"] == {"sympozium.ai/persona-pack": "ops-duo", "sympozium.ai/persona": "triager"}
     assert sched["spec"]["schedule"] == "0/30 * * * *" and sched["spec"]["type"] == "heartbeat"
-    assert "firstTick" not in sched["spec"]  # a PersonaPack has no firstTick
+    assert sched["spec"]["firstTick"] == "immediate"  # a PersonaPack has no firstTick: the schedule's default
 
 
 def test_a_pack_that_is_not_enabled_stamps_nothing() -> None:
