@@ -31,6 +31,7 @@ from models.personas import (
     Pack,
     PackKind,
     expand,
+    ignored_fields,
     owned_by,
     pack_selector,
     read_pack,
@@ -39,6 +40,9 @@ from models.personas import (
 from models.timestamps import rfc3339
 
 log = logging.getLogger("agentrun.bridge.personas")
+# Named as for runs (models/compat.py on the schemas branch): Sympozium settings accepted that do nothing here.
+CONDITION_IGNORED = "FieldsIgnored"
+REASON_IGNORED = "NoEffectHere"
 
 Obj = dict[str, Any]
 
@@ -54,6 +58,14 @@ def out_of_date(have: Obj, want: Obj) -> bool:
     if notes.get(ANNOTATION_STAMPED) != want["metadata"]["annotations"][ANNOTATION_STAMPED]:
         return True
     return notes.get(ANNOTATION_STORED) != stamped_hash(have, list(want["metadata"]["labels"]))
+
+
+def _condition(current: Obj, ctype: str, status: str, generation: int, reason: str, message: str) -> Obj:
+    """A metav1.Condition, its lastTransitionTime kept while its status stays the same."""
+    old = next((c for c in current.get("conditions") or [] if c.get("type") == ctype), None)
+    since = old["lastTransitionTime"] if old and old.get("status") == status else rfc3339(datetime.now(UTC))
+    return {"type": ctype, "status": status, "observedGeneration": generation, "lastTransitionTime": since,
+            "reason": reason, "message": message}
 
 
 class Terminating(Exception):
@@ -133,7 +145,8 @@ class PackSync:
                                                           "SympoziumSchedules stamped out")
         else:
             phase, reason, message = "Inactive", "NotEnabled", "spec.enabled is false: nothing is stamped out"
-        await self._write_status(kind, obj, phase=phase, reason=reason, message=message, installed=installed)
+        await self._write_status(kind, obj, phase=phase, reason=reason, message=message, installed=installed,
+                                 ignored=ignored_fields(pack))
 
     async def _converge(self, pack: Pack, plural: str, desired: list[Obj]) -> list[str]:
         """Make `pack`'s objects of one plural exactly `desired`; a problem per object that could not be."""
@@ -224,21 +237,20 @@ class PackSync:
             pass
 
     async def _write_status(self, kind: PackKind, obj: Obj, *, phase: str, reason: str, message: str,
-                            installed: list[InstalledPersona]) -> None:
+                            installed: list[InstalledPersona], ignored: list[str] | None = None) -> None:
         meta, current = obj["metadata"], obj.get("status") or {}
         spec = obj.get("spec") or {}
         personas = spec.get("agentConfigs" if kind == "Ensemble" else "personas") or []
+        generation = int(meta.get("generation") or 1)
         ready = "True" if phase in ("Ready", "Inactive") else "False"
-        old = next((c for c in current.get("conditions") or [] if c.get("type") == "Ready"), None)
-        same = old is not None and old.get("status") == ready
-        condition = {"type": "Ready", "status": ready, "observedGeneration": int(meta.get("generation") or 1),
-                     "lastTransitionTime": old["lastTransitionTime"] if same and old else rfc3339(datetime.now(UTC)),
-                     "reason": reason, "message": message}
+        conditions = [_condition(current, "Ready", ready, generation, reason, message)]
+        if ignored:
+            conditions.append(_condition(current, CONDITION_IGNORED, "True", generation, REASON_IGNORED,
+                                         "no effect here: " + ", ".join(ignored)))
         status: Obj = {"phase": phase, "personaCount": len(personas) if isinstance(personas, list) else 0,
                        "installedCount": len(installed),
-                       "installedPersonas": [i.wire() for i in installed], "conditions": [condition]}
-        if all(current.get(k) == v for k, v in status.items() if k != "conditions") and old is not None \
-                and {k: old.get(k) for k in condition} == condition:
+                       "installedPersonas": [i.wire() for i in installed], "conditions": conditions}
+        if all(current.get(k) == v for k, v in status.items()):
             return  # our own status write comes back as an event: nothing changed, nothing to write
         try:
             await self.kube.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,

@@ -340,6 +340,27 @@ def check_relationships(spec: EnsembleSpec) -> None:
             visit(p.name, [p.name])
 
 
+def ignored_fields(pack: Pack) -> list[str]:
+    """The pack's settings with no effect here (for its `FieldsIgnored` condition): what Sympozium's controllers do
+    with them at run time (shared memory, memory seeds, a stimulus, delegation, tool policies on scheduled runs,
+    pipeline gating) does not exist here yet. What lands on the stamped Agent is the Agent's to report."""
+    spec, out = pack.spec, []
+    personas = "spec.agentConfigs" if pack.kind == "Ensemble" else "spec.personas"
+    if spec.shared_memory is not None and spec.shared_memory.enabled:
+        out.append("spec.sharedMemory")
+    if spec.stimulus is not None:
+        out.append("spec.stimulus")
+    if spec.workflow_type != "autonomous":
+        out.append("spec.workflowType")
+    out += [f"spec.relationships[{i}]" for i, r in enumerate(spec.relationships) if r.type != "sequential"]
+    for i, p in enumerate(spec.agent_configs):
+        if p.memory is not None and p.memory.seeds:
+            out.append(f"{personas}[{i}].memory.seeds")
+        if p.tool_policy is not None and (p.tool_policy.allow or p.tool_policy.deny):
+            out.append(f"{personas}[{i}].toolPolicy")
+    return out
+
+
 def expand(pack: Pack) -> Stamp:
     """Everything `pack` stamps out (nothing while it is not enabled)."""
     out = Stamp()

@@ -75,6 +75,10 @@ def test_upstream_shaped_packs_apply_strictly_and_nothing_is_pruned(stack: Stack
     # Not enabled: a catalog entry, nothing stamped out, and the status says so.
     status = _phase(stack, namespace, plural, applied["metadata"]["name"], "Inactive")
     assert status["installedCount"] == 0
+    # What only Sympozium's run-time machinery would do with (a stimulus, delegation, memory seeds) is named.
+    ignored = next(c for c in status["conditions"] if c["type"] == "FieldsIgnored")
+    assert (ignored["status"], ignored["reason"]) == ("True", "NoEffectHere")
+    assert ignored["message"].startswith("no effect here: spec.") and ".memory.seeds" in ignored["message"]
     assert _names(stack, namespace, "agents", "") == set()
     # A field upstream does not define is refused by name.
     bad = text.replace("  category:", "  categroy:", 1)

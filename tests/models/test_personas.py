@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from models.base import FieldProblem
-from models.personas import ANNOTATION_STAMPED, expand, interval_to_cron, read_pack
+from models.personas import ANNOTATION_STAMPED, expand, ignored_fields, interval_to_cron, read_pack
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sympozium"
 
@@ -172,3 +172,13 @@ def test_supervision_edges_may_form_a_cycle() -> None:
     obj = _load("ensemble.yaml")
     obj["spec"]["relationships"] += [{"source": "checker", "target": "writer", "type": "supervision"}]
     assert len(expand(read_pack("Ensemble", obj)).agents) == 2
+
+
+def test_pack_settings_with_no_effect_here_are_named() -> None:
+    obj = _load("ensemble.yaml")
+    obj["spec"]["sharedMemory"]["enabled"] = True
+    assert ignored_fields(read_pack("Ensemble", obj)) == [
+        "spec.sharedMemory", "spec.stimulus", "spec.workflowType", "spec.relationships[0]",
+        "spec.agentConfigs[0].memory.seeds", "spec.agentConfigs[0].toolPolicy"]
+    plain = {"metadata": {"name": "p"}, "spec": {"personas": [{"name": "a", "systemPrompt": "x"}]}}
+    assert ignored_fields(read_pack("PersonaPack", plain)) == []
