@@ -343,7 +343,7 @@ def check_relationships(spec: EnsembleSpec) -> None:
 def ignored_fields(pack: Pack) -> list[str]:
     """The pack's settings with no effect here (for its `FieldsIgnored` condition): what Sympozium's controllers do
     with them at run time (shared memory, memory seeds, a stimulus, delegation, tool policies on scheduled runs,
-    pipeline gating) does not exist here yet. What lands on the stamped Agent is the Agent's to report."""
+    pipeline gating, the web-endpoint skill) does not exist here yet. What lands on the stamped Agent is the Agent's to report."""
     spec, out = pack.spec, []
     personas = "spec.agentConfigs" if pack.kind == "Ensemble" else "spec.personas"
     if spec.shared_memory is not None and spec.shared_memory.enabled:
@@ -358,6 +358,8 @@ def ignored_fields(pack: Pack) -> list[str]:
             out.append(f"{personas}[{i}].memory.seeds")
         if p.tool_policy is not None and (p.tool_policy.allow or p.tool_policy.deny):
             out.append(f"{personas}[{i}].toolPolicy")
+        if p.web_endpoint is not None and p.web_endpoint.enabled:
+            out.append(f"{personas}[{i}].webEndpoint")  # Sympozium's web-endpoint skill, not offered here
     return out
 
 

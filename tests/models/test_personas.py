@@ -180,5 +180,9 @@ def test_pack_settings_with_no_effect_here_are_named() -> None:
     assert ignored_fields(read_pack("Ensemble", obj)) == [
         "spec.sharedMemory", "spec.stimulus", "spec.workflowType", "spec.relationships[0]",
         "spec.agentConfigs[0].memory.seeds", "spec.agentConfigs[0].toolPolicy"]
+    pack = _load("personapack.yaml")
+    assert ignored_fields(read_pack("PersonaPack", pack)) == [
+        "spec.workflowType", "spec.relationships[0]", "spec.personas[0].memory.seeds", "spec.personas[0].toolPolicy",
+        "spec.personas[0].webEndpoint"]
     plain = {"metadata": {"name": "p"}, "spec": {"personas": [{"name": "a", "systemPrompt": "x"}]}}
     assert ignored_fields(read_pack("PersonaPack", plain)) == []
