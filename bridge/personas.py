@@ -235,6 +235,8 @@ class PackSync:
                                  action=f"annotate {plural} {meta['namespace']}/{meta['name']}")
         except (NotFound, Conflict):
             pass
+        except REFUSED as e:  # the object is as the pack wants it; without the note it is only rewritten again
+            log.warning("%s", e)
 
     async def _write_status(self, kind: PackKind, obj: Obj, *, phase: str, reason: str, message: str,
                             installed: list[InstalledPersona], ignored: list[str] | None = None) -> None:

@@ -57,7 +57,7 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         ("sympozium.ai", "ensembles/status", "patch"), ("sympozium.ai", "personapacks/status", "patch"),
         ("sympozium.ai", "ensembles/finalizers", "update"), ("sympozium.ai", "personapacks/finalizers", "update"),
         *(("sympozium.ai", r, v) for r in ("agents", "sympoziumschedules")
-          for v in ("get", "list", "create", "update", "delete")),
+          for v in ("get", "list", "create", "update", "patch", "delete")),
     },
     "api": {
         *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "watch", "create", "delete")),  # runwatch
