@@ -132,14 +132,14 @@ class PackSync:
             await self._write_status(kind, obj, phase="Error", reason="InvalidSpec", message=str(p), installed=[])
             log.info("%s %s/%s is invalid: %s", kind, meta["namespace"], meta["name"], p)
             return
-        problems: list[str] = []
+        problems: dict[str, str] = {}  # object name → why it is not as the pack wants it
         for plural, desired in ((AGENTS, stamp.agents), (SCHEDULES, stamp.schedules)):
-            problems += await self._converge(pack, plural, desired)
-        failed = {p.split(" ", 1)[0] for p in problems}
+            problems.update(await self._converge(pack, plural, desired))
+        failed = set(problems)
         installed = [i for i in stamp.installed
                      if i.instance_name not in failed and (i.schedule_name or "") not in failed]
         if problems:
-            phase, reason, message = "Error", "StampFailed", "; ".join(problems)
+            phase, reason, message = "Error", "StampFailed", "; ".join(problems.values())
         elif pack.spec.enabled:
             phase, reason, message = "Ready", "Stamped", (f"{len(stamp.agents)} Agents and {len(stamp.schedules)} "
                                                           "SympoziumSchedules stamped out")
@@ -148,13 +148,13 @@ class PackSync:
         await self._write_status(kind, obj, phase=phase, reason=reason, message=message, installed=installed,
                                  ignored=ignored_fields(pack))
 
-    async def _converge(self, pack: Pack, plural: str, desired: list[Obj]) -> list[str]:
+    async def _converge(self, pack: Pack, plural: str, desired: list[Obj]) -> dict[str, str]:
         """Make `pack`'s objects of one plural exactly `desired`; a problem per object that could not be."""
         ns, what = pack.namespace, f"{pack.kind} {pack.namespace}/{pack.name}"
         listed = await self.kube.call(self.custom.list_namespaced_custom_object, GROUP, VERSION, ns, plural,
                                       label_selector=pack_selector(pack), action=f"list {plural} of {what}")
         existing = {o["metadata"]["name"]: o for o in listed.get("items") or [] if owned_by(o, pack)}
-        problems: list[str] = []
+        problems: dict[str, str] = {}
         for want in desired:
             name = want["metadata"]["name"]
             have = existing.pop(name, None)
@@ -164,11 +164,11 @@ class PackSync:
             if have is None:
                 problem = await self._create(plural, pack, want)
                 if problem:
-                    problems.append(problem)
+                    problems[name] = problem
             elif out_of_date(have, want):
                 problem = await self._replace(plural, have, want)
                 if problem:
-                    problems.append(problem)
+                    problems[name] = problem
         for name, gone in existing.items():
             if gone["metadata"].get("deletionTimestamp"):
                 continue
