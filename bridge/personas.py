@@ -128,8 +128,9 @@ class PackSync:
             pack = read_pack(kind, obj)
             stamp = expand(pack)
         except FieldProblem as p:
-            # What it stamped before stays: a typo in an edit should not delete a team of agents.
-            await self._write_status(kind, obj, phase="Error", reason="InvalidSpec", message=str(p), installed=[])
+            # What it stamped before stays (and stays listed): a typo in an edit should not delete a team of agents.
+            kept = [InstalledPersona.model_validate(i) for i in (obj.get("status") or {}).get("installedPersonas") or []]
+            await self._write_status(kind, obj, phase="Error", reason="InvalidSpec", message=str(p), installed=kept)
             log.info("%s %s/%s is invalid: %s", kind, meta["namespace"], meta["name"], p)
             return
         problems: dict[str, str] = {}  # object name → why it is not as the pack wants it

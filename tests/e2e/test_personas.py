@@ -205,6 +205,18 @@ def test_an_ensemble_is_stamped_out_once_enabled_and_removed_with_its_agents(sta
     sched = _get(stack, ns, "sympoziumschedules", "duo-first-schedule")
     assert sched is not None and sched["spec"]["firstTick"] == "afterInterval" and sched["spec"]["type"] == "sweep"
 
+    # An edit that cannot work is refused by name, and what was stamped out stays (and stays listed).
+    bad = kubectl("patch", "ensemble", "duo", "-n", ns, "--type=merge", "-p", '{"spec":{"workflowType":"delegation"}}')
+    assert bad.returncode == 0, bad.stderr
+    refused = _phase(stack, ns, "ensembles", "duo", "Error")
+    assert refused["conditions"][0]["message"] == ("spec.workflowType: 'delegation' needs at least one delegation "
+                                                   "relationship")
+    assert refused["installedPersonas"] == status["installedPersonas"]
+    assert _names(stack, ns, "agents", "sympozium.ai/ensemble=duo") == {"duo-first", "duo-second"}
+    fixed = kubectl("patch", "ensemble", "duo", "-n", ns, "--type=merge", "-p", '{"spec":{"workflowType":"pipeline"}}')
+    assert fixed.returncode == 0, fixed.stderr
+    _phase(stack, ns, "ensembles", "duo", "Ready")
+
     # Deleted behind the bridge's back: put back (by the periodic resync; the stack resyncs every 2 s).
     second = _get(stack, ns, "agents", "duo-second")
     assert second is not None
