@@ -4,6 +4,7 @@
   derived from namespace, name and uid, and duplicates are rejected by Temporal);
 - an AgentRun being deleted ⇒ cancel its workflow (whose cleanup then releases the object);
 - a run's Job that completed or failed ⇒ signal the owning workflow;
+- a PersonaPack or Ensemble ⇒ the Agents and SympoziumSchedules it describes (`personas.py`);
 - a verdict annotation ⇒ a verdict signal, decided by the writer the admission webhook stamped in
   `sympozium.ai/gate-verdict-by` when that webhook is installed for the run's namespace (`verdicts.py`), else
   by "unverified": without the webhook anyone with `patch` could have written either annotation.
@@ -43,6 +44,7 @@ from models.names import (
     UNVERIFIED,
     VERSION,
 )
+from models.personas import ENSEMBLES, PERSONAPACKS
 from models.resolve import RunRef
 from models.settings import SettingsError, TemporalUnreachable, user_agent
 from models.skills import SKILLPACKS
@@ -51,6 +53,7 @@ from worker.health import Health
 from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
 
 from .leader import LeaderElector
+from .personas import PackSync
 from .prune import keep_prune_schedule
 from .schedules import ScheduleSync
 from .settings import BridgeSettings
@@ -106,6 +109,7 @@ class Bridge:
         self._started = Memo()  # workflow IDs known to be started
         self._verdicts = Memo()  # workflow ID -> the verdict annotation last forwarded
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.packs = PackSync(self.kube)
         self.schedules = ScheduleSync(self.kube, temporal, task_queue=settings.temporal.task_queue)
         self.skill_packs = SkillPackSync(self.kube)
         self.webhook = WebhookCheck(self.kube, settings.verdict_webhook)
@@ -141,6 +145,14 @@ class Bridge:
                      KindWatcher(self.custom.list_cluster_custom_object, name=SKILLPACKS, group=GROUP,
                                  version=VERSION, plural=SKILLPACKS))
             out.append((packs, self.skill_packs.on_skill_pack))
+            for plural, handler in ((ENSEMBLES, self.packs.on_ensemble), (PERSONAPACKS, self.packs.on_personapack)):
+                if ns:
+                    watcher = KindWatcher(self.custom.list_namespaced_custom_object, name=f"{plural}/{ns}",
+                                          group=GROUP, version=VERSION, namespace=ns, plural=plural)
+                else:
+                    watcher = KindWatcher(self.custom.list_cluster_custom_object, name=plural,
+                                          group=GROUP, version=VERSION, plural=plural)
+                out.append((watcher, handler))
         return out
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -168,6 +180,7 @@ class Bridge:
             w.start()
             tasks.append(asyncio.create_task(self._pump(w, handler)))
         tasks.append(asyncio.create_task(self.schedules.resync(self.settings.schedule_resync_seconds)))
+        tasks.append(asyncio.create_task(self.packs.resync(self.settings.schedule_resync_seconds)))
         # In the background: Temporal being unreachable delays the schedule, never the watches.
         tasks.append(asyncio.create_task(keep_prune_schedule(self.temporal, self.settings)))
         lost = asyncio.create_task(self.elector.lost.wait())

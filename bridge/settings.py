@@ -35,7 +35,8 @@ class BridgeSettings(BaseSettings):
     lease_seconds: int = 15
     lease_renew_seconds: float = 5.0
     identity: str = ""
-    # How often schedule statuses (nextRunTime) and their Temporal Schedules are checked between events.
+    # How often schedule statuses (nextRunTime) and their Temporal Schedules are checked between events, and
+    # PersonaPacks/Ensembles stamped out again (putting back what was deleted behind the bridge's back).
     schedule_resync_seconds: float = 60.0
     prune: PruneSettings = PruneSettings()
     # The MutatingWebhookConfiguration that stamps `sympozium.ai/gate-verdict-by` (api/admission.py). Where it exists

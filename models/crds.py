@@ -20,7 +20,9 @@ from pydantic import BaseModel
 
 from .agent import AgentSpec
 from .agentrun import AgentRunSpec, AgentRunStatus
+from .ensemble import EnsembleSpec, EnsembleStatus
 from .names import GROUP, VERSION
+from .personapack import PersonaPackSpec, PersonaPackStatus
 from .policy import PolicySpec
 from .schedule import ScheduleSpec, ScheduleStatus
 from .skillpack import SkillPackSpec, SkillPackStatus
@@ -148,6 +150,11 @@ def all_crds() -> dict[str, dict[str, Any]]:
     """file name -> CRD manifest."""
     agent_cols: list[dict[str, Any]] = [{"name": "Model", "type": "string", "jsonPath": ".spec.agents.default.model"},
                   {"name": "Policy", "type": "string", "jsonPath": ".spec.policyRef", "priority": 1}]
+    pack_cols: list[dict[str, Any]] = [
+        {"name": "Enabled", "type": "boolean", "jsonPath": ".spec.enabled"},
+        {"name": "Personas", "type": "integer", "jsonPath": ".status.personaCount"},
+        {"name": "Installed", "type": "integer", "jsonPath": ".status.installedCount"},
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"}]
     return {
         "agents.yaml": _crd("Agent", "agents", spec=AgentSpec, status=None, short_names=["agt"],
                             description="A persistent agent profile: model, auth, defaults for its runs.",
@@ -180,6 +187,16 @@ def all_crds() -> dict[str, dict[str, Any]]:
             description="Skills (Markdown) mounted into agent pods at /skills, and an optional tool sidecar.",
             columns=[{"name": "Skills", "type": "integer", "jsonPath": ".status.skillCount"},
                      {"name": "ConfigMap", "type": "string", "jsonPath": ".status.configMapName"}]),
+        "ensembles.yaml": _crd(
+            "Ensemble", "ensembles", spec=EnsembleSpec, status=EnsembleStatus, short_names=[],
+            description="A team of agent personas, stamped out as Agents and SympoziumSchedules while enabled.",
+            columns=[*pack_cols[:3], {"name": "Workflow", "type": "string", "jsonPath": ".spec.workflowType"},
+                     pack_cols[3]]),
+        "personapacks.yaml": _crd(
+            "PersonaPack", "personapacks", spec=PersonaPackSpec, status=PersonaPackStatus, short_names=[],
+            description="Earlier name and shape of Ensemble; stamped out the same way.",
+            columns=[*pack_cols[:3], {"name": "Workflow", "type": "string", "jsonPath": ".spec.workflowType"},
+                     pack_cols[3]]),
     }
 
 

@@ -52,6 +52,12 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         ("sympozium.ai", "skillpacks", "list"), ("sympozium.ai", "skillpacks", "watch"),
         ("sympozium.ai", "skillpacks/status", "patch"),
         *(("", "configmaps", v) for v in ("get", "create", "patch")),
+        # bridge/personas.py: packs watched, their status; the Agents and schedules they stamp out
+        *(("sympozium.ai", r, v) for r in ("ensembles", "personapacks") for v in ("get", "list", "watch")),
+        ("sympozium.ai", "ensembles/status", "patch"), ("sympozium.ai", "personapacks/status", "patch"),
+        ("sympozium.ai", "ensembles/finalizers", "update"), ("sympozium.ai", "personapacks/finalizers", "update"),
+        *(("sympozium.ai", r, v) for r in ("agents", "sympoziumschedules")
+          for v in ("get", "list", "create", "update", "patch", "delete")),
     },
     "api": {
         *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "watch", "create", "delete")),  # runwatch

@@ -2,9 +2,9 @@
 
 The worker, the bridge and the API run as Deployments of the chart in localkube, each under its own ServiceAccount
 and RBAC; Temporal and NATS stay host processes. A run with hooks and lifecycle RBAC succeeds, a gated run is
-approved through the chart's API Service, a schedule ticks, the chart's admission webhook refuses a run through
-its Service, and localkube's audit log shows every request of the three components made with their own
-ServiceAccounts — never the admin's credential. The pods encrypt every payload with the key the chart made."""
+approved through the chart's API Service, a schedule ticks, an Ensemble is stamped out, the chart's admission
+webhook refuses a run through its Service, and localkube's audit log shows every request of the three components
+made with their own ServiceAccounts — never the admin's credential. The pods encrypt every payload with the key the chart made."""
 
 from __future__ import annotations
 
@@ -139,6 +139,26 @@ def test_a_schedule_ticks(cluster: dict[str, Any], ns: str) -> None:
 
     name = wait_for(first, timeout=60, what="the schedule's first tick")  # firstTick: immediate
     assert _phase(cluster, ns, name) == "Succeeded"
+
+
+def test_an_ensemble_is_stamped_out_by_the_charts_bridge(cluster: dict[str, Any], ns: str) -> None:
+    custom: Any = client.CustomObjectsApi(cluster["client"])
+    ensemble = {"apiVersion": f"{G}/{V}", "kind": "Ensemble", "metadata": {"name": "pair"},
+                "spec": {"enabled": True, "authRefs": [{"provider": "echo", "secret": ""}], "agentConfigs": [
+                    {"name": "one", "systemPrompt": "You are one.", "model": "echo-1",
+                     "schedule": {"cron": QUIET_CRON, "task": "t", "firstTick": "afterInterval"}}]}}
+    custom.create_namespaced_custom_object(G, V, ns, "ensembles", ensemble)
+
+    def ready() -> dict[str, Any] | None:
+        status = custom.get_namespaced_custom_object(G, V, ns, "ensembles", "pair").get("status") or {}
+        return status if status.get("phase") == "Ready" else None
+
+    status = wait_for(ready, timeout=60, what="the chart's bridge to stamp the ensemble out")
+    assert status["installedPersonas"] == [{"name": "one", "instanceName": "pair-one", "scheduleName":
+                                            "pair-one-schedule"}]
+    agent = custom.get_namespaced_custom_object(G, V, ns, "agents", "pair-one")
+    assert agent["metadata"]["ownerReferences"][0]["kind"] == "Ensemble"
+    custom.get_namespaced_custom_object(G, V, ns, "sympoziumschedules", "pair-one-schedule")
 
 
 def test_the_charts_webhook_refuses_a_violating_run_through_its_service(cluster: dict[str, Any], ns: str) -> None:
