@@ -33,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from models.agentrun import TERMINAL_PHASES
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION, parse_annotation
 from models.kube import Conflict, Kube, NotFound, finalizer_removed
+from models.model import MODELS
 from models.names import (
     AGENTRUNS,
     ANNOTATION_TICK,
@@ -53,6 +54,7 @@ from worker.health import Health
 from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
 
 from .leader import LeaderElector
+from .model_status import ModelStatusSync
 from .personas import PackSync
 from .prune import keep_prune_schedule
 from .schedules import ScheduleSync
@@ -112,6 +114,7 @@ class Bridge:
         self.packs = PackSync(self.kube)
         self.schedules = ScheduleSync(self.kube, temporal, task_queue=settings.temporal.task_queue)
         self.skill_packs = SkillPackSync(self.kube)
+        self.models = ModelStatusSync(self.kube)
         self.webhook = WebhookCheck(self.kube, settings.verdict_webhook)
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
                                      identity=self.identity, lease_seconds=settings.lease_seconds,
@@ -119,40 +122,29 @@ class Bridge:
 
     # -- watches ---------------------------------------------------------------------------------
 
+    def _custom(self, plural: str, ns: str) -> KindWatcher:
+        """A watch of one of our kinds in a namespace ("" = all of them)."""
+        if ns:
+            return KindWatcher(self.custom.list_namespaced_custom_object, name=f"{plural}/{ns}", group=GROUP,
+                               version=VERSION, namespace=ns, plural=plural)
+        return KindWatcher(self.custom.list_cluster_custom_object, name=plural, group=GROUP, version=VERSION,
+                           plural=plural)
+
     def _watchers(self) -> list[tuple[KindWatcher, Any]]:
         out: list[tuple[KindWatcher, Any]] = []
         namespaces = self.settings.namespaces or [""]
         for ns in namespaces:
             if ns:
-                runs = KindWatcher(self.custom.list_namespaced_custom_object, name=f"agentruns/{ns}",
-                                   group=GROUP, version=VERSION, namespace=ns, plural=AGENTRUNS)
                 jobs = KindWatcher(self.batch.list_namespaced_job, name=f"jobs/{ns}", namespace=ns,
                                    label_selector=LABEL_RUN)
             else:
-                runs = KindWatcher(self.custom.list_cluster_custom_object, name=AGENTRUNS,
-                                   group=GROUP, version=VERSION, plural=AGENTRUNS)
-                jobs = KindWatcher(self.batch.list_job_for_all_namespaces, name="jobs",
-                                   label_selector=LABEL_RUN)
-            if ns:
-                scheds = KindWatcher(self.custom.list_namespaced_custom_object, name=f"schedules/{ns}",
-                                     group=GROUP, version=VERSION, namespace=ns, plural=SCHEDULES)
-            else:
-                scheds = KindWatcher(self.custom.list_cluster_custom_object, name="schedules",
-                                     group=GROUP, version=VERSION, plural=SCHEDULES)
-            out += [(runs, self.on_run), (jobs, self.on_job), (scheds, self.schedules.on_schedule)]
-            packs = (KindWatcher(self.custom.list_namespaced_custom_object, name=f"skillpacks/{ns}", group=GROUP,
-                                 version=VERSION, namespace=ns, plural=SKILLPACKS) if ns else
-                     KindWatcher(self.custom.list_cluster_custom_object, name=SKILLPACKS, group=GROUP,
-                                 version=VERSION, plural=SKILLPACKS))
-            out.append((packs, self.skill_packs.on_skill_pack))
-            for plural, handler in ((ENSEMBLES, self.packs.on_ensemble), (PERSONAPACKS, self.packs.on_personapack)):
-                if ns:
-                    watcher = KindWatcher(self.custom.list_namespaced_custom_object, name=f"{plural}/{ns}",
-                                          group=GROUP, version=VERSION, namespace=ns, plural=plural)
-                else:
-                    watcher = KindWatcher(self.custom.list_cluster_custom_object, name=plural,
-                                          group=GROUP, version=VERSION, plural=plural)
-                out.append((watcher, handler))
+                jobs = KindWatcher(self.batch.list_job_for_all_namespaces, name="jobs", label_selector=LABEL_RUN)
+            out += [(self._custom(AGENTRUNS, ns), self.on_run), (jobs, self.on_job),
+                    (self._custom(SCHEDULES, ns), self.schedules.on_schedule),
+                    (self._custom(SKILLPACKS, ns), self.skill_packs.on_skill_pack),
+                    (self._custom(ENSEMBLES, ns), self.packs.on_ensemble),
+                    (self._custom(PERSONAPACKS, ns), self.packs.on_personapack),
+                    (self._custom(MODELS, ns), self.models.on_model)]
         return out
 
     async def run(self, stop: asyncio.Event) -> None:

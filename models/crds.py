@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from .agent import AgentSpec
 from .agentrun import AgentRunSpec, AgentRunStatus
 from .ensemble import EnsembleSpec, EnsembleStatus
+from .model import ModelSpec, ModelStatus
 from .names import GROUP, VERSION
 from .personapack import PersonaPackSpec, PersonaPackStatus
 from .policy import PolicySpec
@@ -192,6 +193,13 @@ def all_crds() -> dict[str, dict[str, Any]]:
             description="A team of agent personas, stamped out as Agents and SympoziumSchedules while enabled.",
             columns=[*pack_cols[:3], {"name": "Workflow", "type": "string", "jsonPath": ".spec.workflowType"},
                      pack_cols[3]]),
+        "models.yaml": _crd(
+            "Model", "models", spec=ModelSpec, status=ModelStatus, short_names=[],
+            description="Sympozium's in-cluster model server; accepted, marked as not offered here (models/model.py).",
+            columns=[{"name": "Server", "type": "string", "jsonPath": ".spec.inference.serverType"},
+                     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                     {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
+                     {"name": "GPU", "type": "integer", "jsonPath": ".spec.resources.gpu"}]),
         "personapacks.yaml": _crd(
             "PersonaPack", "personapacks", spec=PersonaPackSpec, status=PersonaPackStatus, short_names=[],
             description="Earlier name and shape of Ensemble; stamped out the same way.",

@@ -52,6 +52,8 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         ("sympozium.ai", "skillpacks", "list"), ("sympozium.ai", "skillpacks", "watch"),
         ("sympozium.ai", "skillpacks/status", "patch"),
         *(("", "configmaps", v) for v in ("get", "create", "patch")),
+        # bridge/model_status.py: each Model marked as not served here
+        ("sympozium.ai", "models", "list"), ("sympozium.ai", "models", "watch"), ("sympozium.ai", "models/status", "patch"),
         # bridge/personas.py: packs watched, their status; the Agents and schedules they stamp out
         *(("sympozium.ai", r, v) for r in ("ensembles", "personapacks") for v in ("get", "list", "watch")),
         ("sympozium.ai", "ensembles/status", "patch"), ("sympozium.ai", "personapacks/status", "patch"),
