@@ -23,6 +23,8 @@ class AuthRef(K8sModel):
 
 
 class Subagents(K8sModel):
+    """Limits on the sub-agents of this Agent's runs, checked when a run with `spec.parent` starts."""
+
     max_depth: int = 2
     max_concurrent: int = 5
     max_children_per_agent: int = 3

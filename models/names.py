@@ -24,6 +24,7 @@ LABEL_RUN = "sympozium.ai/agent-run"
 # exactly that run's Jobs (a later run of the same name has another uid).
 LABEL_RUN_UID = "agentrun.dev/run-uid"
 LABEL_INSTANCE = "sympozium.ai/instance"
+LABEL_PARENT_RUN = "sympozium.ai/parent-run"  # a sub-agent run's parent run, as Sympozium labels it
 LABEL_COMPONENT = "sympozium.ai/component"
 LABEL_SCHEDULE = "sympozium.ai/schedule"
 LABEL_TYPE = "sympozium.ai/type"
