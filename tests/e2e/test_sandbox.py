@@ -6,9 +6,11 @@ naming the limit; deleting a parent deletes, and so cancels, its children."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from models.resolve import RunRef
 from models.run import workflow_id
@@ -19,6 +21,14 @@ from tests.waiting import wait_for
 def _policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "sympozium.ai/v1alpha1", "kind": "SympoziumPolicy", "metadata": {"name": name},
             "spec": spec}
+
+
+def _describe(stack: Stack, wid: str) -> dict[str, Any]:
+    async def describe() -> dict[str, Any]:
+        temporal = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+        desc = await temporal.get_workflow_handle(wid).describe()
+        return {"memo": await desc.memo(), "details": await desc.static_details() or ""}
+    return asyncio.run(describe())
 
 
 def _agent_pod(stack: Stack, ns: str, run: str) -> Any:
@@ -86,6 +96,11 @@ def test_sub_agents_over_the_parents_limits_fail_naming_them_and_are_linked_to_t
     children: list[dict[str, Any]] = cast(dict[str, Any], stack.custom.list_namespaced_custom_object(
         "sympozium.ai", "v1alpha1", ns, "agentruns", label_selector="sympozium.ai/parent-run=boss"))["items"]
     assert {c["metadata"]["name"] for c in children} >= {"kid1", "kid2"}
+    # The Temporal UI leads from the child's workflow to its parent's.
+    boss_wid = workflow_id(RunRef(namespace=ns, name="boss", uid=boss["metadata"]["uid"]))
+    desc = _describe(stack, workflow_id(RunRef(namespace=ns, name="kid1", uid=kid["metadata"]["uid"])))
+    assert desc["memo"] == {"parentRun": f"{ns}/boss", "parentWorkflowId": boss_wid}
+    assert f"sub-agent of AgentRun {ns}/boss (workflow {boss_wid})" in desc["details"]
 
 
 def test_deleting_a_parent_cancels_its_running_children(stack: Stack, namespace: str) -> None:
@@ -104,5 +119,7 @@ def test_deleting_a_parent_cancels_its_running_children(stack: Stack, namespace:
 
     stack.custom.delete_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "agentruns", "boss")
     wait_for(lambda: stack.get_run(ns, "kid") is None, timeout=60, what="the child to be deleted with its parent")
-    assert stack.workflow_status(wid) == WorkflowExecutionStatus.CANCELED
+    # The finalizer goes as the cleanup begins, so the workflow closes a moment after the object is gone.
+    wait_for(lambda: stack.workflow_status(wid) == WorkflowExecutionStatus.CANCELED, timeout=30,
+             what="the child's workflow to be cancelled")
     stack.wait_gone(ns, "kid")  # its cleanup ran: Jobs, pods, workspace and lifecycle RBAC are gone
