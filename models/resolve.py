@@ -226,20 +226,32 @@ def _hooks(hooks: list[LifecycleHook], field: str, *, allow_gate: bool) -> list[
 def _resources(spec: AgentRunSpec, agent: AgentProfile, policy: PolicyRules | None) -> tuple[Resources, Resources]:
     """The agent container's resources (the run's `spec.sandbox.resources`, else the Agent's, else the default) and
     the hooks' (the default), under the policy's `maxCPU`/`maxMemory`."""
-    run_field, agent_field = "spec.sandbox.resources", "agent spec.agents.default.resources"
-    own = spec.sandbox.resources if spec.sandbox else None
-    asked = [(parse_resources(own.wire() if own else None, run_field), run_field),
-             (parse_resources(agent.resources.wire() if agent.resources else None, agent_field), agent_field)]
+    # Sympozium's sandbox.resources and agentSandbox.resources (the sandbox's container, which here is the agent's),
+    # the run's before its Agent's.
+    candidates = [(spec.sandbox.resources if spec.sandbox else None, "spec.sandbox.resources"),
+                  (spec.agent_sandbox.resources if spec.agent_sandbox else None, "spec.agentSandbox.resources"),
+                  (agent.sandbox.resources if agent.sandbox else None, "agent spec.agents.default.sandbox.resources"),
+                  (agent.resources, "agent spec.agents.default.resources")]
+    asked = [(parse_resources(r.wire() if r else None, field), field) for r, field in candidates]
     caps = Caps(cpu=policy.max_cpu, memory=policy.max_memory, where=_where(policy)) if policy is not None else None
     return resolve_resources(asked, AGENT_DEFAULT, caps), resolve_resources([], HOOK_DEFAULT, caps)
 
 
-def _sandboxes(spec: AgentRunSpec, policy: PolicyRules | None) -> tuple[str, SandboxSidecar | None, str]:
+def effective_sandboxes(spec: AgentRunSpec, agent: AgentProfile) -> tuple[SandboxSpec | None, AgentSandboxSpec | None]:
+    """The run's `sandbox` and `agentSandbox`, else its Agent's `agents.default` ones."""
+    agent_sandbox = spec.agent_sandbox
+    if agent_sandbox is None and agent.agent_sandbox is not None:
+        agent_sandbox = AgentSandboxSpec(enabled=agent.agent_sandbox.enabled,
+                                         runtime_class=agent.agent_sandbox.runtime_class)
+    return spec.sandbox or agent.sandbox, agent_sandbox
+
+
+def _sandboxes(sandbox: SandboxSpec | None, agent_sandbox: AgentSandboxSpec | None,
+               policy: PolicyRules | None) -> tuple[str, SandboxSidecar | None, str]:
     """The agent pod's runtime class, its sandbox sidecar and seccomp profile; what cannot be honoured is refused,
     never dropped: a run that asked for isolation gets it or fails naming the field. Sympozium refuses agentSandbox
     with sandbox.enabled (two backends); here both are one Job pod, so a run may have the runtime class and the
     sidecar (which its Restrictive template, requiring a sandbox and listing runtime classes, needs)."""
-    sandbox, agent_sandbox = spec.sandbox, spec.agent_sandbox
     runtime_class = ""
     if agent_sandbox is not None and agent_sandbox.enabled:
         runtime_class = agent_sandbox.runtime_class or (policy.default_runtime_class if policy else "")
@@ -324,7 +336,8 @@ def resolve_run(
     if image == default_image:
         _check_provider(model, spec.model.provider if spec.model else "", agent)
     resources, hook_resources = _resources(spec, agent, policy)
-    runtime_class, sidecar, seccomp = _sandboxes(spec, policy)
+    sandbox, agent_sandbox = effective_sandboxes(spec, agent)
+    runtime_class, sidecar, seccomp = _sandboxes(sandbox, agent_sandbox, policy)
     workspace_size = (lifecycle.workspace_size if lifecycle else None) or DEFAULT_WORKSPACE_SIZE
     if not QUANTITY.match(workspace_size):
         raise FieldProblem("spec.lifecycle.workspaceSize", f"{workspace_size!r} is not a storage quantity like 1Gi")
@@ -349,8 +362,8 @@ def resolve_run(
         workspace_size=workspace_size,
         tool_policy=spec.tool_policy or ToolPolicy(),
         skills=spec.skills or agent.skills,
-        sandbox=spec.sandbox,
-        agent_sandbox=spec.agent_sandbox,
+        sandbox=sandbox,
+        agent_sandbox=agent_sandbox,
         parent=_parent(spec),
         cleanup=spec.cleanup,
         image=image,

@@ -176,3 +176,17 @@ def test_the_sub_agents_feature_gate_is_honoured_so_it_is_not_reported_as_ignore
     gates["browser-automation"] = False
     assert ignored_fields(run_obj({}), AGENT_OBJ, policy) == ['SympoziumPolicy "p" spec.featureGates: has no effect '
                                                               "here (no feature is switched off here)"]
+
+
+def test_a_run_without_its_own_sandboxes_gets_its_agents_and_agent_sandbox_resources_size_the_agent() -> None:
+    boxed = normalize_agent({**AGENT_OBJ, "spec": {**AGENT_OBJ["spec"], "agents": {"default": {
+        "model": "gpt", "sandbox": {"enabled": True, "image": "agent-default-sandbox:1"},
+        "agentSandbox": {"enabled": True, "runtimeClass": "kata"}}}}})
+    r = resolve_run(run_obj({}), boxed, default_image="agent:1")
+    assert r.runtime_class_name == "kata"
+    assert r.sandbox_sidecar is not None and r.sandbox_sidecar.image == "agent-default-sandbox:1"
+    own = resolve_run(run_obj({"sandbox": {"enabled": False}, "agentSandbox": {
+        "enabled": True, "runtimeClass": "gvisor", "resources": {"limits": {"memory": "2Gi"}}}}), boxed,
+        default_image="agent:1")
+    assert own.runtime_class_name == "gvisor" and own.sandbox_sidecar is None  # the run's own win
+    assert own.resources.limits["memory"] == "2Gi"
