@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes import client
@@ -37,6 +38,7 @@ from models.kube import (
 from models.names import (
     AGENTRUNS,
     ANNOTATION_GATE_FROM,
+    CONDITION_SUBAGENTS,
     GROUP,
     LABEL_PARENT_RUN,
     LABEL_RUN,
@@ -46,6 +48,8 @@ from models.names import (
     hook_of,
     job_name,
     lifecycle_name,
+    subagent_names,
+    subagents_message,
     workspace_name,
 )
 from models.resolve import ResolvedRun, RunRef
@@ -73,6 +77,7 @@ from models.steps import (
     StatusChange,
     StatusWrite,
 )
+from models.timestamps import rfc3339
 
 from . import manifests as mf
 from . import skill_manifests as skm
@@ -238,14 +243,43 @@ class KubeActivities:
         if parent_obj is None:
             return
         uid = parent_obj["metadata"]["uid"]
-        if labelled and any(r.get("uid") == uid for r in refs):
-            return
-        refs = [r for r in refs if r.get("uid") != uid] + [
-            {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun", "name": parent_name, "uid": uid,
-             "blockOwnerDeletion": False}]
-        patch = {"metadata": {"labels": {LABEL_PARENT_RUN: parent_name}, "ownerReferences": refs}}
-        await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], AGENTRUNS,
-                         m["name"], patch, action=f"link AgentRun {m['name']} to its parent {parent_name}")
+        if not (labelled and any(r.get("uid") == uid for r in refs)):
+            refs = [r for r in refs if r.get("uid") != uid] + [
+                {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun", "name": parent_name, "uid": uid,
+                 "blockOwnerDeletion": False}]
+            patch = {"metadata": {"labels": {LABEL_PARENT_RUN: parent_name}, "ownerReferences": refs}}
+            await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], AGENTRUNS,
+                             m["name"], patch, action=f"link AgentRun {m['name']} to its parent {parent_name}")
+        await self._record_child(m["namespace"], parent_name, uid, m["name"])
+
+    async def _record_child(self, ns: str, parent: str, parent_uid: str, child: str) -> None:
+        """The parent's `SubAgents` condition lists its children (as upstream's status.delegates would), merged under
+        the parent's resourceVersion like every status write, so its own workflow's writes are never lost."""
+        for _attempt in range(5):
+            try:
+                obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
+                                       parent, action=f"read parent AgentRun {parent}")
+            except NotFound:
+                return
+            if obj["metadata"]["uid"] != parent_uid or obj["metadata"].get("deletionTimestamp"):
+                return
+            status = dict(obj.get("status") or {})
+            conds = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+            old = next((c for c in conds if c.get("type") == CONDITION_SUBAGENTS), None)
+            children = subagent_names(str(old.get("message") or "")) if old else []
+            if child in children:
+                return
+            new = {"type": CONDITION_SUBAGENTS, "status": "True", "reason": "SubAgentStarted",
+                   "message": subagents_message([*children, child]),
+                   "lastTransitionTime": (old or {}).get("lastTransitionTime") or rfc3339(datetime.now(UTC))}
+            status["conditions"] = [c for c in conds if c.get("type") != CONDITION_SUBAGENTS] + [new]
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": status}
+            try:
+                await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ns, AGENTRUNS,
+                                 parent, body, action=f"list sub-agent {child} on AgentRun {parent}")
+                return
+            except Conflict:
+                continue
 
     def _reader(self, ns: str) -> Reader:
         async def read(plural: str, name: str) -> dict[str, Any] | None:

@@ -96,6 +96,9 @@ def test_sub_agents_over_the_parents_limits_fail_naming_them_and_are_linked_to_t
     children: list[dict[str, Any]] = cast(dict[str, Any], stack.custom.list_namespaced_custom_object(
         "sympozium.ai", "v1alpha1", ns, "agentruns", label_selector="sympozium.ai/parent-run=boss"))["items"]
     assert {c["metadata"]["name"] for c in children} >= {"kid1", "kid2"}
+    # The parent's status lists the children that started under it (not the refused ones).
+    listed = next(c for c in boss["status"]["conditions"] if c["type"] == "SubAgents")
+    assert (listed["status"], listed["message"]) == ("True", "sub-agent runs: kid1, kid2")
     # The Temporal UI leads from the child's workflow to its parent's.
     boss_wid = workflow_id(RunRef(namespace=ns, name="boss", uid=boss["metadata"]["uid"]))
     desc = _describe(stack, workflow_id(RunRef(namespace=ns, name="kid1", uid=kid["metadata"]["uid"])))
