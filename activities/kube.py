@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes import client
@@ -20,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from models.agentrun import AgentRunStatus
 from models.base import FieldProblem, PolicyViolation
-from models.evaluate import Reader, evaluate_run
+from models.evaluate import Reader, RunLister, evaluate_run
 from models.events import RunEvent
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.informer import Informer
@@ -37,7 +38,9 @@ from models.kube import (
 from models.names import (
     AGENTRUNS,
     ANNOTATION_GATE_FROM,
+    CONDITION_SUBAGENTS,
     GROUP,
+    LABEL_PARENT_RUN,
     LABEL_RUN,
     LABEL_RUN_UID,
     RUN_FINALIZER,
@@ -45,6 +48,8 @@ from models.names import (
     hook_of,
     job_name,
     lifecycle_name,
+    subagent_names,
+    subagents_message,
     workspace_name,
 )
 from models.resolve import ResolvedRun, RunRef
@@ -72,6 +77,7 @@ from models.steps import (
     StatusChange,
     StatusWrite,
 )
+from models.timestamps import rfc3339
 
 from . import manifests as mf
 from . import skill_manifests as skm
@@ -128,6 +134,7 @@ class KubeActivities:
         self.events = events or EventActivities(None)
         self.api = api
         self.core, self.batch, self.rbac, self.custom = self.kube.core, self.kube.batch, self.kube.rbac, self.kube.custom
+        self.node = client.NodeV1Api(api)
         self.default_image = default_image
         self.fallback_poll_seconds = fallback_poll_seconds
         self._agent_accounts: dict[str, float] = {}  # namespace -> when its agent ServiceAccount was last ensured
@@ -177,7 +184,10 @@ class KubeActivities:
                                        type=RUN_GONE, non_retryable=True)
             await self._ensure_finalizer(run)
         # The same evaluation as the admission webhook's, so both refuse exactly the same runs.
-        ev = await evaluate_run(run, read=self._reader(ref.namespace), default_image=self.default_image)
+        ev = await evaluate_run(run, read=self._reader(ref.namespace), default_image=self.default_image,
+                                list_runs=self._run_lister(ref.namespace), runtime_class_exists=self._runtime_class_exists)
+        if ev.resolved is not None and ev.resolved.parent is not None:
+            await self._link_parent(run, ev.resolved.parent.run_name)
         out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=ev.agent_name,
                          resolved=ev.resolved, problem=str(ev.problem) if ev.problem else None,
                          problem_is_policy=isinstance(ev.problem, PolicyViolation), ignored=ev.ignored)
@@ -205,6 +215,71 @@ class KubeActivities:
             return None  # changed since (or deleted, or being deleted): the careful way tells which
         run = cast(dict[str, Any], obj)
         return run if run["metadata"]["uid"] == ref.uid else None
+
+    def _run_lister(self, ns: str) -> RunLister:
+        async def list_runs() -> list[dict[str, Any]]:
+            got = await self._call(self.custom.list_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
+                                   action=f"list AgentRuns in {ns}")
+            return list(cast(dict[str, Any], got).get("items") or [])
+        return list_runs
+
+    async def _runtime_class_exists(self, name: str) -> bool:
+        # Read at start: on a real cluster a Job whose pod names a missing RuntimeClass only records FailedCreate
+        # events and never makes a pod, so the run would wait for its deadline instead of failing now.
+        try:
+            await self._call(self.node.read_runtime_class, name, action=f"read RuntimeClass {name}")
+        except NotFound:
+            return False
+        return True
+
+    async def _link_parent(self, run: dict[str, Any], parent_name: str) -> None:
+        """A sub-agent is labelled with its parent (`sympozium.ai/parent-run`, as Sympozium names it) and owned by
+        it, so the parent's children are one label selector away and deleting the parent deletes (and so cancels)
+        them through the garbage collector."""
+        m = run["metadata"]
+        refs = list(m.get("ownerReferences") or [])
+        labelled = (m.get("labels") or {}).get(LABEL_PARENT_RUN) == parent_name
+        parent_obj = await self._reader(m["namespace"])("agentruns", parent_name)
+        if parent_obj is None:
+            return
+        uid = parent_obj["metadata"]["uid"]
+        if not (labelled and any(r.get("uid") == uid for r in refs)):
+            refs = [r for r in refs if r.get("uid") != uid] + [
+                {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun", "name": parent_name, "uid": uid,
+                 "blockOwnerDeletion": False}]
+            patch = {"metadata": {"labels": {LABEL_PARENT_RUN: parent_name}, "ownerReferences": refs}}
+            await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], AGENTRUNS,
+                             m["name"], patch, action=f"link AgentRun {m['name']} to its parent {parent_name}")
+        await self._record_child(m["namespace"], parent_name, uid, m["name"])
+
+    async def _record_child(self, ns: str, parent: str, parent_uid: str, child: str) -> None:
+        """The parent's `SubAgents` condition lists its children (as upstream's status.delegates would), merged under
+        the parent's resourceVersion like every status write, so its own workflow's writes are never lost."""
+        for _attempt in range(5):
+            try:
+                obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
+                                       parent, action=f"read parent AgentRun {parent}")
+            except NotFound:
+                return
+            if obj["metadata"]["uid"] != parent_uid or obj["metadata"].get("deletionTimestamp"):
+                return
+            status = dict(obj.get("status") or {})
+            conds = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+            old = next((c for c in conds if c.get("type") == CONDITION_SUBAGENTS), None)
+            children = subagent_names(str(old.get("message") or "")) if old else []
+            if child in children:
+                return
+            new = {"type": CONDITION_SUBAGENTS, "status": "True", "reason": "SubAgentStarted",
+                   "message": subagents_message([*children, child]),
+                   "lastTransitionTime": (old or {}).get("lastTransitionTime") or rfc3339(datetime.now(UTC))}
+            status["conditions"] = [c for c in conds if c.get("type") != CONDITION_SUBAGENTS] + [new]
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": status}
+            try:
+                await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ns, AGENTRUNS,
+                                 parent, body, action=f"list sub-agent {child} on AgentRun {parent}")
+                return
+            except Conflict:
+                continue
 
     def _reader(self, ns: str) -> Reader:
         async def read(plural: str, name: str) -> dict[str, Any] | None:

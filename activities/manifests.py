@@ -7,6 +7,7 @@ the run's labels, so a retried create finds (and adopts) what an earlier attempt
 
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any
 
 from activities import skill_manifests as skm
@@ -197,7 +198,7 @@ def _job(run: ResolvedRun, component: Component, *, workflow_id: str, pod_spec: 
         "backoffLimit": 0,
         "activeDeadlineSeconds": max(1, deadline_seconds),
         "template": {"metadata": {"labels": labels(run, component)},
-                     "spec": {"restartPolicy": "Never", "securityContext": dict(SECURE_POD), **pod_spec}},
+                     "spec": {"restartPolicy": "Never", "securityContext": deepcopy(SECURE_POD), **pod_spec}},
     }
     if run.cleanup != "keep":
         spec["ttlSecondsAfterFinished"] = JOB_TTL_SECONDS
@@ -276,8 +277,33 @@ def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str
         pod["initContainers"] = sidecars
     if run.model.node_selector:
         pod["nodeSelector"] = dict(run.model.node_selector)
-    return _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=run.timeout_seconds,
-                attempt=attempt)
+    if run.runtime_class_name:
+        pod["runtimeClassName"] = run.runtime_class_name
+    if run.sandbox_sidecar is not None:
+        pod["initContainers"] = [sandbox_container(run), *pod.get("initContainers", [])]
+    job = _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=run.timeout_seconds,
+               attempt=attempt)
+    pod_spec = job["spec"]["template"]["spec"]
+    if run.seccomp_profile:
+        pod_spec["securityContext"]["seccompProfile"] = {"type": run.seccomp_profile}
+    if run.parent is not None:
+        job["spec"]["template"]["metadata"]["labels"][names.LABEL_PARENT_RUN] = run.parent.run_name
+    return job
+
+
+def sandbox_container(run: ResolvedRun) -> Manifest:
+    """Sympozium's `sandbox` sidecar (`sleep infinity`, read-only root, ALL dropped, /workspace and /tmp), as a native
+    sidecar (an init container with restartPolicy Always): Sympozium's controller reads the agent container's end
+    itself, ours waits for the Job, which a plain `sleep infinity` container would never let complete."""
+    sidecar = run.sandbox_sidecar
+    assert sidecar is not None
+    mounts = [m for m in _mounts(run) if m["mountPath"] in ("/workspace", "/tmp")]
+    c: Manifest = {"name": "sandbox", "image": sidecar.image, "restartPolicy": "Always",
+                   "command": ["sleep", "infinity"], "volumeMounts": mounts,
+                   "securityContext": dict(SECURE_CONTAINER), "resources": sidecar.resources.wire()}
+    if sidecar.image_pull_policy:
+        c["imagePullPolicy"] = sidecar.image_pull_policy
+    return c
 
 
 def cut_utf8(text: str, limit: int = RESULT_LIMIT) -> str:

@@ -230,8 +230,12 @@ class Bridge:
             tick = ((meta.get("annotations") or {}).get(ANNOTATION_TICK))
             if tick and await self._tick_starts_it(tick, wid):
                 return
+            spec = obj.get("spec")
+            parent_ref = spec.get("parent") if isinstance(spec, dict) else None
+            parent = parent_ref.get("runName") if isinstance(parent_ref, dict) else None
             await self._start(StartRun(ref=ref, resource_version=meta.get("resourceVersion"),
-                                       finalizers=list(meta.get("finalizers") or [])), wid)
+                                       finalizers=list(meta.get("finalizers") or [])), wid,
+                              parent=str(parent) if parent else None)
         await self._forward_verdict(obj, ref, wid)
 
     async def _forward_verdict(self, obj: dict[str, Any], ref: RunRef, wid: str) -> None:
@@ -274,8 +278,23 @@ class Bridge:
             return False
         return desc.status is not None and desc.status.name == "RUNNING"
 
-    async def _start(self, start: StartRun, wid: str) -> None:
+    async def _parent_link(self, ns: str, parent: str) -> tuple[dict[str, str], str]:
+        """A sub-agent's memo and details line naming its parent run and the parent's workflow, so the Temporal UI
+        leads from child to parent (the child is not a Temporal child workflow: each run's workflow is started
+        by its own object, and a parent deleted first must not take the child's history with it)."""
+        try:
+            obj = await self.kube.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
+                                       parent, action=f"read parent AgentRun {ns}/{parent}")
+            m = obj.get("metadata") or {}
+            parent_wid = workflow_id(RunRef(namespace=ns, name=parent, uid=str(m.get("uid") or "")))
+        except NotFound:
+            parent_wid = ""  # the run fails at start naming spec.parent.runName
+        memo = {"parentRun": f"{ns}/{parent}", "parentWorkflowId": parent_wid}
+        return memo, f"\nsub-agent of AgentRun {ns}/{parent}" + (f" (workflow {parent_wid})" if parent_wid else "")
+
+    async def _start(self, start: StartRun, wid: str, *, parent: str | None = None) -> None:
         s, ref = self.settings, start.ref
+        memo, details = await self._parent_link(ref.namespace, parent) if parent else ({}, "")
         try:
             await self.temporal.start_workflow(
                 AgentRunWorkflow.run,
@@ -289,7 +308,8 @@ class Bridge:
                     SearchAttributePair(SA_PHASE, "Pending"),
                 ]),
                 static_summary=f"AgentRun {ref.namespace}/{ref.name}",
-                static_details=f"kubectl get agentrun {ref.name} -n {ref.namespace} -o yaml",
+                static_details=f"kubectl get agentrun {ref.name} -n {ref.namespace} -o yaml" + details,
+                memo=memo or None,
             )
             log.info("started %s", wid)
         except WorkflowAlreadyStartedError:

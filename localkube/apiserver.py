@@ -828,6 +828,11 @@ class APIServer:
                 f'pods "{obj["metadata"]["name"]}" is forbidden: error looking up service account {ns}/{sa}: '
                 f'serviceaccount "{sa}" not found',
             )
+        rc = spec.get("runtimeClassName")
+        if rc and self.store.get(("node.k8s.io", "runtimeclasses"), "", str(rc)) is None:
+            # The RuntimeClass admission plug-in refuses the pod (kube-apiserver answers the same words).
+            raise StatusError(403, f'pods "{obj["metadata"]["name"]}" is forbidden: pod rejected: RuntimeClass '
+                                   f'"{rc}" not found')
         automount = spec.get("automountServiceAccountToken")
         if automount is None:
             automount = sa_obj.get("automountServiceAccountToken", True)
@@ -960,6 +965,15 @@ class APIServer:
             causes += self._validate_crd(obj, old)
         elif rt.key in webhook_config.KINDS:
             causes += webhook_config.validate_configuration(obj, rt.kind)
+        elif kind == "RuntimeClass":
+            handler = obj.get("handler")
+            if not handler:
+                causes.append(("handler", "FieldValueRequired", "Required value"))
+            elif not isinstance(handler, str) or not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", handler):
+                causes.append(("handler", "FieldValueInvalid", f'Invalid value: "{handler}": a lowercase RFC 1123 '
+                               "label must consist of lower case alphanumeric characters or '-'"))
+            elif old is not None and old.get("handler") != handler:
+                causes.append(("handler", "FieldValueInvalid", f'Invalid value: "{handler}": field is immutable'))
         elif kind in ("Role", "ClusterRole"):
             for i, r in enumerate(obj.get("rules") or []):
                 if not isinstance(r, dict) or not r.get("verbs"):
@@ -1059,6 +1073,13 @@ class APIServer:
                     seen.add(str(cname))
                 if not c.get("image"):
                     causes.append((f"{p}.image", "FieldValueRequired", "Required value"))
+                crp = c.get("restartPolicy")
+                if crp is not None and group == "containers":
+                    causes.append((f"{p}.restartPolicy", "FieldValueForbidden",
+                                   "Forbidden: may not be set for non-init containers"))
+                elif crp not in (None, "Always"):
+                    causes.append((f"{p}.restartPolicy", "FieldValueNotSupported",
+                                   f'Unsupported value: "{crp}": supported values: "Always"'))
                 for j, e in enumerate(c.get("env") or []):
                     ename = e.get("name") if isinstance(e, dict) else None
                     if not ename:

@@ -126,6 +126,8 @@ def _builtin() -> list[ResourceType]:
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", generation=False),
         ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False,
                      short_names=("sc",), generation=False),
+        # Stored and checked at pod admission (the RuntimeClass plug-in); the handler is not run: pods run as any other.
+        ResourceType("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False, generation=False),
         ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
                      namespaced=False, short_names=("crd", "crds"), subresources=("status",)),
         ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
@@ -155,6 +157,7 @@ GROUP_ORDER = [
     "coordination.k8s.io",
     "rbac.authorization.k8s.io",
     "storage.k8s.io",
+    "node.k8s.io",
 ]
 
 

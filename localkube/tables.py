@@ -411,6 +411,7 @@ BUILTIN: dict[str, tuple[list[Obj], Callable[[Obj], list[Any]]]] = {
                                        lambda o: [_name(o), len(o.get("webhooks") or []), age(o)]),
     "MutatingWebhookConfiguration": ([_name_col(), _col("Webhooks", "integer"), _age_col()],
                                      lambda o: [_name(o), len(o.get("webhooks") or []), age(o)]),
+    "RuntimeClass": ([_name_col(), _col("Handler"), _age_col()], lambda o: [_name(o), o.get("handler") or "", age(o)]),
     "StorageClass": ([_name_col(), _col("Provisioner"), _col("ReclaimPolicy"), _col("VolumeBindingMode"),
                       _col("AllowVolumeExpansion"), _age_col()], _storage_class_row),
     "Deployment": ([_name_col(), _col("Ready"), _col("Up-to-date", "integer"), _col("Available", "integer"),

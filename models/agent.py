@@ -12,7 +12,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .agentrun import EnvVar, KubeObject, Lifecycle, LocalObjectReference, ModelSpec, SkillRef
+from .agentrun import (
+    EnvVar,
+    KubeObject,
+    Lifecycle,
+    LocalObjectReference,
+    ModelSpec,
+    SandboxSpec,
+    SkillRef,
+)
 from .base import FieldProblem, K8sModel, parse
 from .resources import Resources
 
@@ -23,9 +31,27 @@ class AuthRef(K8sModel):
 
 
 class Subagents(K8sModel):
+    """Limits on the sub-agents of this Agent's runs, checked when a run with `spec.parent` starts."""
+
     max_depth: int = 2
     max_concurrent: int = 5
     max_children_per_agent: int = 3
+
+
+class WarmPool(K8sModel):
+    """Sympozium's managed SandboxWarmPool: refused here (models/compat.py), typed so the CRD keeps it."""
+
+    size: int | None = None
+    runtime_class: str = ""
+    resources: Resources | None = None
+
+
+class AgentSandboxDefaults(K8sModel):
+    """`agents.default.agentSandbox`: the default of a run that sets no `agentSandbox` (its pod's runtimeClassName)."""
+
+    enabled: bool = False
+    runtime_class: str = ""
+    warm_pool: WarmPool | None = None
 
 
 class AgentDefaults(K8sModel):
@@ -44,6 +70,10 @@ class AgentDefaults(K8sModel):
     run_history_limit: int | None = None
     # The agent container's requests and limits (models/resources.py); a run's spec.sandbox.resources wins.
     resources: Resources | None = None
+    # Defaults of a run that sets none of its own (Sympozium stores them without copying them to runs; here asked-for
+    # isolation is never dropped, so a run gets its Agent's).
+    sandbox: SandboxSpec | None = None
+    agent_sandbox: AgentSandboxDefaults | None = None
 
 
 class AgentsBlock(K8sModel):
@@ -177,6 +207,8 @@ class AgentProfile(K8sModel):
     run_history_limit: int | None = None
     hook_env: list[EnvVar] = Field(default_factory=list)
     resources: Resources | None = None
+    sandbox: SandboxSpec | None = None
+    agent_sandbox: AgentSandboxDefaults | None = None
 
 
 def _skills(raw: list[Any], prefix: str) -> list[SkillRef]:
@@ -226,4 +258,6 @@ def normalize_agent(obj: dict[str, Any]) -> AgentProfile:
         image=d.image,
         run_history_limit=d.run_history_limit,
         resources=d.resources,
+        sandbox=d.sandbox,
+        agent_sandbox=d.agent_sandbox,
     )

@@ -122,23 +122,52 @@ SkillItem = Annotated[SkillRef, WithJsonSchema({
 
 
 class ParentRef(K8sModel):
+    """A sub-agent's parent run (Sympozium's ParentRunRef); checked against the limits when the run starts."""
+
     run_name: str = ""
     session_key: str = ""
     spawn_depth: int = 0
 
 
+class SeccompProfile(K8sModel):
+    type: str
+
+
+class Capabilities(K8sModel):
+    drop: list[str] = Field(default_factory=list)
+
+
+class SandboxSecurityContext(K8sModel):
+    """Sympozium's sandbox securityContext; the sidecar is always read-only with ALL dropped (at least this)."""
+
+    read_only_root_filesystem: bool = False
+    run_as_non_root: bool = False
+    capabilities: Capabilities | None = None
+    # The agent pod's seccomp profile type (RuntimeDefault when unset), as Sympozium applies it.
+    seccomp_profile: SeccompProfile | None = None
+
+
 class SandboxSpec(K8sModel):
+    """`spec.sandbox`: with `enabled`, a `sandbox` sidecar (`sleep infinity`) beside the agent, as Sympozium adds."""
+
     enabled: bool = False
     image: str = ""
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    security_context: SandboxSecurityContext | None = None
+    # Ours: the agent pod's runtimeClassName (Sympozium's CRD has no such field; agentSandbox.runtimeClass is its way).
     runtime_class: str = ""
     # The agent container's requests and limits (models/resources.py): typed, so the CRD keeps the quantities.
     resources: Resources | None = None
 
 
 class AgentSandboxSpec(K8sModel):
+    """`spec.agentSandbox`: here the agent's Job pod with `runtimeClassName` (Sympozium's Sandbox CR backend is
+    not offered; `warmPoolRef` is refused)."""
+
     enabled: bool = False
     runtime_class: str = ""
     warm_pool_ref: str = ""
+    resources: Resources | None = None
 
 
 class AgentRunSpec(K8sModel):

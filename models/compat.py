@@ -75,8 +75,12 @@ RUN_IGNORED: tuple[Ignored, ...] = (
     Ignored("model.modelRef", "there are no Model resources here; set provider, model and baseURL"),
 )
 
+# Feature gates that are honoured (models/resolve.py: sub-agents=false refuses a run with spec.parent).
+HONOURED_GATES = ("sub-agents",)
+
+
 def _any_off(v: Any) -> bool:
-    return isinstance(v, dict) and any(on is False for on in v.values())
+    return isinstance(v, dict) and any(on is False for k, on in v.items() if k not in HONOURED_GATES)
 
 
 POLICY_IGNORED: tuple[Ignored, ...] = (

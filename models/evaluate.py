@@ -18,12 +18,16 @@ from .base import FieldProblem
 from .compat import check_agent_backend, ignored_fields
 from .names import API_VERSION, POLICIES
 from .policy import TEMPLATES, PolicyRules, normalize_policy
-from .resolve import ResolvedRun, resolve_run
+from .resolve import SANDBOX_FIELD, ResolvedRun, check_subagent_limits, resolve_run
 from .skills import SKILLPACKS, resolve_skills, skill_pack_names
 
 # (plural, name) → the object in the run's namespace, or None if it does not exist; other
 # errors propagate.
 Reader = Callable[[str, str], Awaitable[dict[str, Any] | None]]
+# The AgentRuns of the run's namespace (for a sub-agent's siblings).
+RunLister = Callable[[], Awaitable[list[dict[str, Any]]]]
+# Whether the cluster has a RuntimeClass of that name (cluster-scoped).
+RuntimeClassCheck = Callable[[str], Awaitable[bool]]
 
 AGENT_PLURALS = ("agents", "sympoziuminstances")
 # The policies Sympozium's Helm chart installs by default (permissive, restrictive; default is our third
@@ -82,8 +86,40 @@ def policy_not_found(name: str, namespace: str) -> FieldProblem:
                                            f"{builtin}")
 
 
-async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str) -> Evaluation:
-    """Resolve `run` against its Agent and that Agent's policy; problems are returned, not raised."""
+def _created(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+
+async def _check_parent(run: dict[str, Any], resolved: ResolvedRun, policy: PolicyRules | None, read: Reader,
+                        list_runs: RunLister) -> None:
+    """A sub-agent against its parent run's Agent's `subagents` limits and the siblings created before it."""
+    parent = resolved.parent
+    if parent is None:
+        return
+    parent_obj = await read("agentruns", parent.run_name)
+    if parent_obj is None:
+        raise FieldProblem("spec.parent.runName", f'parent AgentRun "{parent.run_name}" not found in namespace '
+                                                  f'"{resolved.ref.namespace}"')
+    parent_agent_name = agent_name_of(parent_obj)
+    parent_agent = await read_agent(read, parent_agent_name) if parent_agent_name else None
+    if parent_agent is None:
+        raise FieldProblem("spec.parent.runName", f'the Agent "{parent_agent_name}" of parent AgentRun '
+                                                  f'"{parent.run_name}" not found')
+    uid, me = resolved.ref.uid, _created(run)
+    siblings = sorted((r for r in await list_runs()
+                       if ((r.get("spec") or {}).get("parent") or {}).get("runName") == parent.run_name
+                       and (r.get("metadata") or {}).get("uid") != uid and _created(r) < me), key=_created)
+    check_subagent_limits(resolved, parent_agent=parent_agent_name, limits=normalize_agent(parent_agent).subagents,
+                          siblings=siblings, policy=policy)
+
+
+async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str, list_runs: RunLister | None = None,
+                       runtime_class_exists: RuntimeClassCheck | None = None) -> Evaluation:
+    """Resolve `run` against its Agent and that Agent's policy; problems are returned, not raised.
+
+    With `list_runs`, a sub-agent is checked against its parent's limits; with `runtime_class_exists`, the
+    RuntimeClass the agent pod asks for must exist (else its Job could never create the pod)."""
     ns = str((run.get("metadata") or {}).get("namespace", ""))
     out = Evaluation(agent_name=agent_name_of(run))
     if not out.agent_name:
@@ -111,6 +147,16 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str)
                 packs[name] = obj
         out.resolved.skill_packs = resolve_skills(out.resolved.skills, packs, policy=out.policy,
                                                   field="spec.skills" if own else f'Agent "{out.agent_name}" spec.skills')
+        try:
+            if list_runs is not None:
+                await _check_parent(run, out.resolved, out.policy, read, list_runs)
+            rc = out.resolved.runtime_class_name
+            if rc and runtime_class_exists is not None and not await runtime_class_exists(rc):
+                raise FieldProblem(SANDBOX_FIELD, f'RuntimeClass "{rc}" not found in the cluster: the agent pod could '
+                                                  "never be created (create the RuntimeClass, or name an existing one)")
+        except FieldProblem:
+            out.resolved = None  # the run must not start
+            raise
     except FieldProblem as p:
         out.problem = p
     out.ignored = ignored_fields(run, agent, policy)

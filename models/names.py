@@ -24,6 +24,7 @@ LABEL_RUN = "sympozium.ai/agent-run"
 # exactly that run's Jobs (a later run of the same name has another uid).
 LABEL_RUN_UID = "agentrun.dev/run-uid"
 LABEL_INSTANCE = "sympozium.ai/instance"
+LABEL_PARENT_RUN = "sympozium.ai/parent-run"  # a sub-agent run's parent run, as Sympozium labels it
 LABEL_COMPONENT = "sympozium.ai/component"
 LABEL_SCHEDULE = "sympozium.ai/schedule"
 LABEL_TYPE = "sympozium.ai/type"
@@ -115,3 +116,19 @@ def hook_of(container: str) -> str:
     """The hook a hook container runs (the inverse of `hook_container`); other names come back unchanged."""
     prefix, sep, hook = container.partition("-")
     return hook if sep and prefix in _CONTAINER_PREFIX.values() else container
+
+
+# A parent run's condition listing the sub-agent runs started under it (activities/kube.py keeps it).
+CONDITION_SUBAGENTS = "SubAgents"
+_SUBAGENTS_PREFIX = "sub-agent runs: "
+
+
+def subagents_message(children: list[str]) -> str:
+    return _SUBAGENTS_PREFIX + ", ".join(children)
+
+
+def subagent_names(message: str) -> list[str]:
+    """The children a `SubAgents` condition's message lists (the inverse of `subagents_message`)."""
+    if not message.startswith(_SUBAGENTS_PREFIX):
+        return []
+    return [n for n in message[len(_SUBAGENTS_PREFIX):].split(", ") if n]

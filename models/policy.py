@@ -72,13 +72,21 @@ class ToolGating(K8sModel):
 
 class AgentSandboxPolicy(K8sModel):
     required: bool = False
+    default_runtime_class: str = ""
     allowed_runtime_classes: list[str] = Field(default_factory=list)
+
+
+class PolicySeccompProfile(K8sModel):
+    type: str
 
 
 class SandboxPolicy(K8sModel):
     required: bool = False
+    default_image: str = ""  # the sandbox sidecar's image when the run names none
     max_cpu: Quantity = Field("", alias="maxCPU")
     max_memory: Quantity = ""
+    allow_host_mounts: bool = False  # nothing here mounts host paths: accepted, nothing to allow
+    seccomp_profile: PolicySeccompProfile | None = None
     agent_sandbox_policy: AgentSandboxPolicy | None = None
 
 
@@ -189,6 +197,9 @@ class PolicyRules(K8sModel):
     sandbox_required: bool = False
     agent_sandbox_required: bool = False
     allowed_runtime_classes: list[str] = Field(default_factory=list)
+    default_runtime_class: str = ""
+    sandbox_default_image: str = ""
+    seccomp_profile: str = ""  # the agent pod's seccomp profile type when the run sets none
     max_depth: int | None = None
     max_concurrent: int | None = None
     allowed_registries: list[str] = Field(default_factory=list)
@@ -227,9 +238,13 @@ def normalize_policy(obj: dict[str, Any]) -> PolicyRules:
                 except ValueError as e:
                     raise FieldProblem(f"spec.sandboxPolicy.{key}", str(e)) from None
         rules.max_cpu, rules.max_memory = spec.sandbox_policy.max_cpu, spec.sandbox_policy.max_memory
+        rules.sandbox_default_image = spec.sandbox_policy.default_image
+        if spec.sandbox_policy.seccomp_profile:
+            rules.seccomp_profile = spec.sandbox_policy.seccomp_profile.type
         asp = spec.sandbox_policy.agent_sandbox_policy
         if asp:
             rules.agent_sandbox_required = asp.required
+            rules.default_runtime_class = asp.default_runtime_class
             rules.allowed_runtime_classes = list(asp.allowed_runtime_classes)
     if spec.subagent_policy:
         rules.max_depth = spec.subagent_policy.max_depth

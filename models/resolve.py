@@ -14,8 +14,9 @@ from pydantic import Field
 
 from agentrunner.config import provider_problem
 
-from .agent import AgentProfile
+from .agent import AgentProfile, Subagents
 from .agentrun import (
+    TERMINAL_PHASES,
     AgentRunSpec,
     AgentSandboxSpec,
     EnvVar,
@@ -33,7 +34,15 @@ from .compat import check_run_backend
 from .duration import parse_duration
 from .names import LABEL_RUN, MAX_LABEL_VALUE
 from .policy import ALWAYS_DENIED_ENV, PolicyRules
-from .resources import AGENT_DEFAULT, HOOK_DEFAULT, Caps, Resources, parse_resources, resolve_resources
+from .resources import (
+    AGENT_DEFAULT,
+    HOOK_DEFAULT,
+    SANDBOX_DEFAULT,
+    Caps,
+    Resources,
+    parse_resources,
+    resolve_resources,
+)
 from .skills import ResolvedSkillPack
 
 DEFAULT_RUN_TIMEOUT = "10m"
@@ -41,8 +50,20 @@ DEFAULT_HOOK_TIMEOUT = "5m"
 DEFAULT_GATE_TIMEOUT = "10m"
 DEFAULT_WORKSPACE_SIZE = "1Gi"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+# Sympozium's sandbox sidecar image (its controller's imageRef("sandbox")) when neither the run nor the policy names one.
+DEFAULT_SANDBOX_IMAGE = "ghcr.io/sympozium-ai/sympozium/sandbox:latest"
+SANDBOX_FIELD = "spec.agentSandbox.runtimeClass"
+
+
+class SandboxSidecar(K8sModel):
+    """`spec.sandbox.enabled`: the `sandbox` container beside the agent, as Sympozium adds it (`sleep infinity`)."""
+
+    image: str
+    image_pull_policy: str | None = None
+    resources: Resources = Field(default_factory=lambda: SANDBOX_DEFAULT.model_copy(deep=True))
 
 
 class ResolvedHook(K8sModel):
@@ -103,6 +124,10 @@ class ResolvedRun(K8sModel):
     hook_resources: Resources = Field(default_factory=lambda: HOOK_DEFAULT.model_copy(deep=True))
     # `skills` resolved against their SkillPacks (models/skills.py): /skills and the sidecars.
     skill_packs: list[ResolvedSkillPack] = Field(default_factory=list)
+    # The agent pod's runtimeClassName (spec.agentSandbox.runtimeClass, or the policy's defaultRuntimeClass).
+    runtime_class_name: str = ""
+    sandbox_sidecar: SandboxSidecar | None = None
+    seccomp_profile: str = ""  # the agent pod's seccomp profile type; "" keeps RuntimeDefault
 
     @property
     def has_hooks(self) -> bool:
@@ -201,12 +226,68 @@ def _hooks(hooks: list[LifecycleHook], field: str, *, allow_gate: bool) -> list[
 def _resources(spec: AgentRunSpec, agent: AgentProfile, policy: PolicyRules | None) -> tuple[Resources, Resources]:
     """The agent container's resources (the run's `spec.sandbox.resources`, else the Agent's, else the default) and
     the hooks' (the default), under the policy's `maxCPU`/`maxMemory`."""
-    run_field, agent_field = "spec.sandbox.resources", "agent spec.agents.default.resources"
-    own = spec.sandbox.resources if spec.sandbox else None
-    asked = [(parse_resources(own.wire() if own else None, run_field), run_field),
-             (parse_resources(agent.resources.wire() if agent.resources else None, agent_field), agent_field)]
+    # Sympozium's sandbox.resources and agentSandbox.resources (the sandbox's container, which here is the agent's),
+    # the run's before its Agent's.
+    candidates = [(spec.sandbox.resources if spec.sandbox else None, "spec.sandbox.resources"),
+                  (spec.agent_sandbox.resources if spec.agent_sandbox else None, "spec.agentSandbox.resources"),
+                  (agent.sandbox.resources if agent.sandbox else None, "agent spec.agents.default.sandbox.resources"),
+                  (agent.resources, "agent spec.agents.default.resources")]
+    asked = [(parse_resources(r.wire() if r else None, field), field) for r, field in candidates]
     caps = Caps(cpu=policy.max_cpu, memory=policy.max_memory, where=_where(policy)) if policy is not None else None
     return resolve_resources(asked, AGENT_DEFAULT, caps), resolve_resources([], HOOK_DEFAULT, caps)
+
+
+def effective_sandboxes(spec: AgentRunSpec, agent: AgentProfile) -> tuple[SandboxSpec | None, AgentSandboxSpec | None]:
+    """The run's `sandbox` and `agentSandbox`, else its Agent's `agents.default` ones."""
+    agent_sandbox = spec.agent_sandbox
+    if agent_sandbox is None and agent.agent_sandbox is not None:
+        agent_sandbox = AgentSandboxSpec(enabled=agent.agent_sandbox.enabled,
+                                         runtime_class=agent.agent_sandbox.runtime_class)
+    return spec.sandbox or agent.sandbox, agent_sandbox
+
+
+def _sandboxes(sandbox: SandboxSpec | None, agent_sandbox: AgentSandboxSpec | None,
+               policy: PolicyRules | None) -> tuple[str, SandboxSidecar | None, str]:
+    """The agent pod's runtime class, its sandbox sidecar and seccomp profile; what cannot be honoured is refused,
+    never dropped: a run that asked for isolation gets it or fails naming the field. Sympozium refuses agentSandbox
+    with sandbox.enabled (two backends); here both are one Job pod, so a run may have the runtime class and the
+    sidecar (which its Restrictive template, requiring a sandbox and listing runtime classes, needs)."""
+    runtime_class = ""
+    if agent_sandbox is not None and agent_sandbox.enabled:
+        runtime_class = agent_sandbox.runtime_class or (policy.default_runtime_class if policy else "")
+        if not runtime_class:
+            raise FieldProblem(SANDBOX_FIELD, "required when agentSandbox.enabled is true (the RuntimeClass, e.g. "
+                               "gvisor or kata, the agent pod runs with; the policy's "
+                               "agentSandboxPolicy.defaultRuntimeClass is not set either)")
+        if not DNS_SUBDOMAIN.match(runtime_class) or len(runtime_class) > 253:
+            raise FieldProblem(SANDBOX_FIELD, f"{runtime_class!r} is not a RuntimeClass name")
+    sidecar = None
+    if sandbox is not None and sandbox.enabled:
+        runtime_class = runtime_class or sandbox.runtime_class
+        caps = Caps(cpu=policy.max_cpu, memory=policy.max_memory, where=_where(policy)) if policy is not None else None
+        sidecar = SandboxSidecar(image=sandbox.image or (policy.sandbox_default_image if policy else "")
+                                 or DEFAULT_SANDBOX_IMAGE,
+                                 image_pull_policy=sandbox.image_pull_policy,
+                                 resources=resolve_resources([], SANDBOX_DEFAULT, caps))
+    seccomp = ""
+    if sandbox is not None and sandbox.security_context and sandbox.security_context.seccomp_profile:
+        seccomp = sandbox.security_context.seccomp_profile.type
+    seccomp = seccomp or (policy.seccomp_profile if policy else "")
+    if seccomp and seccomp not in ("RuntimeDefault", "Unconfined", "Localhost"):
+        raise FieldProblem("spec.sandbox.securityContext.seccompProfile.type",
+                           f"must be RuntimeDefault, Unconfined or Localhost, got {seccomp!r}")
+    return runtime_class, sidecar, seccomp
+
+
+def _parent(spec: AgentRunSpec) -> ParentRef | None:
+    parent = spec.parent
+    if parent is None:
+        return None
+    if not parent.run_name:
+        raise FieldProblem("spec.parent.runName", "required: the name of the parent AgentRun in the same namespace")
+    if parent.spawn_depth < 1:
+        raise FieldProblem("spec.parent.spawnDepth", f"must be at least 1 for a sub-agent, got {parent.spawn_depth}")
+    return parent
 
 
 def resolve_run(
@@ -255,6 +336,8 @@ def resolve_run(
     if image == default_image:
         _check_provider(model, spec.model.provider if spec.model else "", agent)
     resources, hook_resources = _resources(spec, agent, policy)
+    sandbox, agent_sandbox = effective_sandboxes(spec, agent)
+    runtime_class, sidecar, seccomp = _sandboxes(sandbox, agent_sandbox, policy)
     workspace_size = (lifecycle.workspace_size if lifecycle else None) or DEFAULT_WORKSPACE_SIZE
     if not QUANTITY.match(workspace_size):
         raise FieldProblem("spec.lifecycle.workspaceSize", f"{workspace_size!r} is not a storage quantity like 1Gi")
@@ -279,15 +362,18 @@ def resolve_run(
         workspace_size=workspace_size,
         tool_policy=spec.tool_policy or ToolPolicy(),
         skills=spec.skills or agent.skills,
-        sandbox=spec.sandbox,
-        agent_sandbox=spec.agent_sandbox,
-        parent=spec.parent,
+        sandbox=sandbox,
+        agent_sandbox=agent_sandbox,
+        parent=_parent(spec),
         cleanup=spec.cleanup,
         image=image,
         labels=dict(meta.get("labels") or {}),
         retry=_retry(lifecycle.retry if lifecycle else None, post),
         resources=resources,
         hook_resources=hook_resources,
+        runtime_class_name=runtime_class,
+        sandbox_sidecar=sidecar,
+        seccomp_profile=seccomp,
     )
     if policy is not None:
         check_policy(resolved, policy)
@@ -330,13 +416,15 @@ def check_policy(run: ResolvedRun, policy: PolicyRules) -> None:
     if policy.agent_sandbox_required and not (run.agent_sandbox and run.agent_sandbox.enabled):
         raise PolicyViolation("spec.agentSandbox.enabled",
                               f"an agent sandbox is required by {where}, rule sandboxPolicy.agentSandboxPolicy.required")
-    if run.agent_sandbox and run.agent_sandbox.enabled and policy.allowed_runtime_classes \
-            and run.agent_sandbox.runtime_class not in policy.allowed_runtime_classes:
-        raise PolicyViolation("spec.agentSandbox.runtimeClass",
-                              f'runtime class "{run.agent_sandbox.runtime_class}" is not allowed by {where}, rule '
+    if run.runtime_class_name and policy.allowed_runtime_classes \
+            and run.runtime_class_name not in policy.allowed_runtime_classes:
+        raise PolicyViolation(SANDBOX_FIELD,
+                              f'runtime class "{run.runtime_class_name}" is not allowed by {where}, rule '
                               f"sandboxPolicy.agentSandboxPolicy.allowedRuntimeClasses "
                               f"({', '.join(policy.allowed_runtime_classes)})")
-    if policy.max_depth is not None and run.parent and run.parent.spawn_depth > policy.max_depth:
+    if policy.feature_gates.get("sub-agents") is False and run.parent:
+        raise PolicyViolation("spec.parent", f"sub-agents are disabled by {where}, rule featureGates.sub-agents")
+    if policy.max_depth and run.parent and run.parent.spawn_depth > policy.max_depth:
         raise PolicyViolation("spec.parent.spawnDepth",
                               f"sub-agent depth {run.parent.spawn_depth} exceeds the maximum {policy.max_depth} of "
                               f"{where}, rule subagentPolicy.maxDepth")
@@ -367,3 +455,28 @@ def approval_tools(run: ResolvedRun, policy: PolicyRules) -> list[str]:
                                              and tool not in policy.denied_tools):
             out.append(tool)
     return out
+
+
+def check_subagent_limits(run: ResolvedRun, *, parent_agent: str, limits: Subagents, siblings: list[dict[str, Any]],
+                          policy: PolicyRules | None) -> None:
+    """A sub-agent's place under its parent run (SPEC §1.2, Sympozium's SpawnRouter): its depth within the parent
+    Agent's `subagents.maxDepth`, its rank among the parent's children within `maxChildrenPerAgent`, and the parent's
+    unfinished children within `maxConcurrent`. `siblings` are the parent's other children created before this run
+    (oldest first), so the same children are refused however often the check is repeated."""
+    parent = run.parent
+    if parent is None:
+        return
+    agent_field = f'Agent "{parent_agent}" spec.agents.default.subagents'
+    if limits.max_depth > 0 and parent.spawn_depth > limits.max_depth:
+        raise PolicyViolation("spec.parent.spawnDepth",
+                              f"sub-agent depth {parent.spawn_depth} exceeds the maximum {limits.max_depth} of "
+                              f"{agent_field}.maxDepth")
+    if limits.max_children_per_agent > 0 and len(siblings) >= limits.max_children_per_agent:
+        raise PolicyViolation("spec.parent.runName",
+                              f'parent run "{parent.run_name}" already has {len(siblings)} sub-agents: the maximum is '
+                              f"{limits.max_children_per_agent} ({agent_field}.maxChildrenPerAgent)")
+    running = [s for s in siblings if ((s.get("status") or {}).get("phase") or "") not in TERMINAL_PHASES]
+    if limits.max_concurrent > 0 and len(running) >= limits.max_concurrent:
+        raise PolicyViolation("spec.parent.runName",
+                              f'parent run "{parent.run_name}" already has {len(running)} unfinished sub-agents: the '
+                              f"maximum is {limits.max_concurrent} ({agent_field}.maxConcurrent)")

@@ -68,6 +68,8 @@ class Resources(K8sModel):
 # Sympozium gives its agent container 250m/512Mi → 1/1Gi and its hooks 100m/128Mi → 500m/512Mi.
 AGENT_DEFAULT = Resources(requests={CPU: "100m", MEMORY: "256Mi"}, limits={CPU: "1", MEMORY: "1Gi"})
 HOOK_DEFAULT = Resources(requests={CPU: "100m", MEMORY: "128Mi"}, limits={CPU: "500m", MEMORY: "512Mi"})
+# Sympozium's sandbox sidecar (sleep infinity beside the agent).
+SANDBOX_DEFAULT = Resources(requests={CPU: "100m", MEMORY: "256Mi"}, limits={CPU: "500m", MEMORY: "512Mi"})
 # The setup and final containers of the hook Jobs (busybox: mkdir, a marker).
 HELPER_DEFAULT = Resources(requests={CPU: "10m", MEMORY: "16Mi"}, limits={CPU: "100m", MEMORY: "64Mi"})
 

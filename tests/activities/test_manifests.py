@@ -192,3 +192,29 @@ def test_the_setup_container_makes_the_context_and_control_dirs_before_the_first
         assert setup["command"] == ["sh", "-c", "mkdir -p /ipc/control /ipc/output /workspace/context"]
         assert setup["securityContext"]["readOnlyRootFilesystem"] is True
         assert [m["mountPath"] for m in setup["volumeMounts"]] == ["/workspace", "/ipc", "/tmp"]
+
+
+def test_agent_sandbox_sets_the_pods_runtime_class_and_the_sandbox_adds_sympoziums_sidecar() -> None:
+    job = agent_job(resolved(agentSandbox={"enabled": True, "runtimeClass": "gvisor"},
+                             sandbox={"enabled": True, "image": "sandbox:1",
+                                      "securityContext": {"seccompProfile": {"type": "Unconfined"}}}),
+                    workflow_id="wf")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["runtimeClassName"] == "gvisor" and pod["restartPolicy"] == "Never"  # still a Job pod
+    assert pod["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    [sidecar] = pod["initContainers"]
+    assert sidecar == {
+        "name": "sandbox", "image": "sandbox:1", "restartPolicy": "Always", "command": ["sleep", "infinity"],
+        "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}, {"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}}
+    assert [c["name"] for c in pod["containers"]] == ["agent"]
+    plain = agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]
+    assert "runtimeClassName" not in plain and "initContainers" not in plain
+    assert plain["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_a_sub_agents_pods_carry_the_parent_run_label() -> None:
+    job = agent_job(resolved(parent={"runName": "boss", "sessionKey": "s", "spawnDepth": 1}), workflow_id="wf")
+    assert job["spec"]["template"]["metadata"]["labels"]["sympozium.ai/parent-run"] == "boss"

@@ -77,6 +77,8 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
 # verdicts (get on exactly its name).
 WEBHOOK_READ = [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
                  "resourceNames": ["agentrun-agentruns"], "verbs": ["get"]}]
+# Cluster-wide even with watchNamespaces: the worker checks that a run's RuntimeClass exists (cluster-scoped).
+RUNTIMECLASS_READ = [{"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get"]}]
 # Only in the release's namespace: bridge/leader.py's Lease.
 LEASE = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "patch")}
 
@@ -199,6 +201,8 @@ def test_cluster_wide_rbac_is_exactly_what_the_code_calls(chart: helm.Chart) -> 
         assert granted(docs, component, None) == needs, component
     webhook_read = next(r for r in of(docs, "ClusterRole") if r["metadata"]["name"] == "agentrun-bridge-webhook")
     assert webhook_read["rules"] == WEBHOOK_READ
+    rc_read = next(r for r in of(docs, "ClusterRole") if r["metadata"]["name"] == "agentrun-worker-runtimeclasses")
+    assert rc_read["rules"] == RUNTIMECLASS_READ
     assert not of(docs, "Role") or all(r["metadata"]["namespace"] == NS for r in of(docs, "Role"))
     lease = of(docs, "Role")
     assert {(g, r, v) for role in lease for rule in role["rules"] for g in rule["apiGroups"]
@@ -207,11 +211,14 @@ def test_cluster_wide_rbac_is_exactly_what_the_code_calls(chart: helm.Chart) -> 
 
 def test_listed_namespaces_get_roles_and_no_cluster_roles(chart: helm.Chart) -> None:
     docs = rendered(chart, {"watchNamespaces": ["team-a", "team-b"]})
-    # The one cluster-wide grant left: the bridge's read of the verdict webhook's configuration (cluster-scoped).
-    assert [(r["metadata"]["name"], r["rules"]) for r in of(docs, "ClusterRole")] == [
-        ("agentrun-bridge-webhook", WEBHOOK_READ)]
-    assert [(b["roleRef"]["name"], b["subjects"]) for b in of(docs, "ClusterRoleBinding")] == [
-        ("agentrun-bridge-webhook", [{"kind": "ServiceAccount", "name": "agentrun-bridge", "namespace": NS}])]
+    # The cluster-wide grants left, both reads of cluster-scoped objects: the worker's of RuntimeClasses, the
+    # bridge's of the verdict webhook's configuration.
+    assert sorted((r["metadata"]["name"], r["rules"]) for r in of(docs, "ClusterRole")) == [
+        ("agentrun-bridge-webhook", WEBHOOK_READ), ("agentrun-worker-runtimeclasses", RUNTIMECLASS_READ)]
+    assert sorted((b["roleRef"]["name"], b["subjects"]) for b in of(docs, "ClusterRoleBinding")) == [
+        ("agentrun-bridge-webhook", [{"kind": "ServiceAccount", "name": "agentrun-bridge", "namespace": NS}]),
+        ("agentrun-worker-runtimeclasses",
+         [{"kind": "ServiceAccount", "name": "agentrun-worker", "namespace": NS}])]
     for ns in ("team-a", "team-b"):
         for component, needs in NEEDS.items():
             assert granted(docs, component, ns) == needs, (component, ns)
@@ -304,7 +311,7 @@ def test_without_the_webhook_nothing_of_it_is_rendered(chart: helm.Chart) -> Non
     docs = rendered(chart, {"webhook": {"enabled": False}})
     assert of(docs, "ValidatingWebhookConfiguration") == [] and of(docs, "MutatingWebhookConfiguration") == []
     assert [r["metadata"]["name"] for r in of(docs, "ClusterRole")] == ["agentrun-worker", "agentrun-bridge",
-                                                                        "agentrun-api"]
+                                                                        "agentrun-api", "agentrun-worker-runtimeclasses"]
     assert component_env(docs, "bridge")["AGENTRUN_VERDICT_WEBHOOK"]["value"] == ""  # annotation verdicts: unverified
     assert "AGENTRUN_WEBHOOK_PORT" not in component_env(docs, "api")
     service = next(s for s in of(docs, "Service") if s["metadata"]["name"] == "agentrun-api")

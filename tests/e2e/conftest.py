@@ -361,3 +361,14 @@ def hook(name: str, script: str, **fields: Any) -> dict[str, Any]:
 
 def condition(run: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     return next((c for c in (run.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), None)
+
+
+def ensure_runtime_class(api: client.ApiClient, name: str) -> None:
+    """A RuntimeClass of that name exists (cluster-scoped, so shared by the session's tests; never deleted)."""
+    node: Any = client.NodeV1Api(api)
+    try:
+        node.create_runtime_class(
+            {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name}, "handler": name})
+    except ApiException as e:
+        if e.status != 409:
+            raise

@@ -28,7 +28,7 @@ from kubernetes.client.rest import ApiException
 from cli.stack import free_port, stop_process
 from localkube.certs import ensure_tls
 from tests.conftest import Kubectl
-from tests.e2e.conftest import Record, Stack, agent, agent_run, condition
+from tests.e2e.conftest import Record, Stack, agent, agent_run, condition, ensure_runtime_class
 from tests.waiting import wait_for
 
 STRICT = {
@@ -51,6 +51,14 @@ HOOKED = {"preRun": [{"name": "pre", "image": "ghcr.io/org/pre:1", "command": ["
 def _policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "sympozium.ai/v1alpha1", "kind": "SympoziumPolicy", "metadata": {"name": name},
             "spec": spec}
+
+
+def _parent_and_runtime_class(stack: Stack, ns: str) -> None:
+    """What OK refers to exists: the RuntimeClass gvisor and the parent run "up" (of an Agent without a policy)."""
+    ensure_runtime_class(stack.api, "gvisor")
+    if stack.get_run(ns, "up") is None:
+        stack.create(ns, "agents", agent("free"))
+        stack.create(ns, "agentruns", agent_run("up", agent_ref="free"))
 
 
 def _with(lifecycle: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
@@ -91,7 +99,7 @@ def test_each_policy_rule_fails_its_run_at_workflow_start_and_nothing_is_ever_cr
     stack.create(ns, "sympoziumpolicies", _policy("docs", {"template": "Restrictive"}))
     stack.create(ns, "agents", {**agent("guarded"), "spec": {**agent("guarded")["spec"], "policyRef": "strict"}})
     stack.create(ns, "agents", {**agent("templated"), "spec": {**agent("templated")["spec"], "policyRef": "docs"}})
-    stack.create(ns, "agents", agent("free"))
+    _parent_and_runtime_class(stack, ns)
     stack.create(ns, "sympoziuminstances", {
         "apiVersion": "sympozium.ai/v1alpha1", "kind": "SympoziumInstance", "metadata": {"name": "legacy"},
         "spec": {"provider": {"name": "echo", "model": "echo-1"}, "policy": "strict"}})
@@ -193,6 +201,7 @@ def test_a_registered_webhook_refuses_kubectl_apply_of_a_violating_run(tls_api: 
     stack.create(ns, "sympoziumpolicies", _policy("strict", {**STRICT, "toolGating": {
         "defaultAction": "allow", "rules": [{"tool": "shell", "action": "deny"}, {"tool": "deploy", "action": "ask"}]}}))
     stack.create(ns, "agents", {**agent("guarded"), "spec": {**agent("guarded")["spec"], "policyRef": "strict"}})
+    _parent_and_runtime_class(stack, ns)
     # deploy/webhook.yaml, pointed at the test's API by URL, and only at this test's namespace (the
     # localkube is shared by the whole session).
     config = next(d for d in yaml.safe_load_all((Path(__file__).resolve().parents[2] / "deploy" / "webhook.yaml")

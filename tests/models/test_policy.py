@@ -118,7 +118,7 @@ def test_the_restrictive_template_refuses_each_rule_naming_field_and_rule(spec: 
 
 def test_a_compliant_run_passes_the_restrictive_template() -> None:
     run = resolve({**COMPLIANT, "agentSandbox": {"enabled": True, "runtimeClass": "gvisor"},
-                   "parent": {"spawnDepth": 2}}, rules_of({"template": "Restrictive"}))
+                   "parent": {"runName": "p", "spawnDepth": 2}}, rules_of({"template": "Restrictive"}))
     assert run.sandbox is not None and run.sandbox.enabled
 
 
