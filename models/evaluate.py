@@ -139,15 +139,18 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str,
                 raise policy_not_found(profile.policy_ref, ns)
             out.policy = normalize_policy(policy)
         out.resolved = resolve_run(run, profile, default_image=default_image, policy=out.policy)
-        own = bool((run.get("spec") or {}).get("skills"))
-        packs = {}
-        for name in skill_pack_names(out.resolved.skills):
-            obj = await read(SKILLPACKS, name)
-            if obj is not None:
-                packs[name] = obj
-        out.resolved.skill_packs = resolve_skills(out.resolved.skills, packs, policy=out.policy,
-                                                  field="spec.skills" if own else f'Agent "{out.agent_name}" spec.skills')
+        # What follows can still refuse the run (a SkillPack's sidecar against the policy, the parent's limits, a
+        # missing RuntimeClass): then it has no resolved spec, so the workflow fails it before anything is made.
         try:
+            own = bool((run.get("spec") or {}).get("skills"))
+            packs = {}
+            for name in skill_pack_names(out.resolved.skills):
+                obj = await read(SKILLPACKS, name)
+                if obj is not None:
+                    packs[name] = obj
+            out.resolved.skill_packs = resolve_skills(
+                out.resolved.skills, packs, policy=out.policy,
+                field="spec.skills" if own else f'Agent "{out.agent_name}" spec.skills')
             if list_runs is not None:
                 await _check_parent(run, out.resolved, out.policy, read, list_runs)
             rc = out.resolved.runtime_class_name
@@ -155,7 +158,7 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str,
                 raise FieldProblem(SANDBOX_FIELD, f'RuntimeClass "{rc}" not found in the cluster: the agent pod could '
                                                   "never be created (create the RuntimeClass, or name an existing one)")
         except FieldProblem:
-            out.resolved = None  # the run must not start
+            out.resolved = None
             raise
     except FieldProblem as p:
         out.problem = p

@@ -113,6 +113,7 @@ async def test_a_sidecars_rbac_passes_the_lifecycle_policys_denials() -> None:
     ev = await evaluate_run(run(skills=["tools"]), default_image="agent:1", read=reader({
         ("agents", "helper"): agent, ("sympoziumpolicies", "strict"): policy, ("skillpacks", "tools"): tools}))
     assert isinstance(ev.problem, PolicyViolation)
+    assert ev.resolved is None, "a refused run must not start: the workflow fails a run without a resolved spec"
     assert str(ev.problem) == ('spec.skills[0].skillPackRef: SkillPack "tools" sidecar RBAC (spec.sidecar.rbac[1]) '
                                'access to "secrets" is denied by policy "strict", rule '
                                "lifecyclePolicy.deniedResources")
@@ -126,6 +127,7 @@ async def test_a_sidecar_image_must_come_from_an_allowed_registry() -> None:
                ("skillpacks", "tools"): pack("tools", sidecar={"image": "docker.io/tools:1"})}
     ev = await evaluate_run(run(skills=["tools"]), default_image="registry.example/agent:1", read=reader(objects))
     assert isinstance(ev.problem, PolicyViolation)
+    assert ev.resolved is None
     assert str(ev.problem) == ('spec.skills[0].skillPackRef: SkillPack "tools" sidecar image "docker.io/tools:1" is '
                                'not from a registry allowed by policy "regs", rule imagePolicy.allowedRegistries '
                                "(registry.example/)")
