@@ -161,17 +161,7 @@ def _common_hook_env(run: ResolvedRun) -> list[Manifest]:
 
 
 def _hook_own_env(hook: ResolvedHook) -> list[Manifest]:
-    out: list[Manifest] = []
-    for e in hook.env:
-        if e.value_from is not None and e.value_from.secret_key_ref is not None:
-            ref = e.value_from.secret_key_ref
-            skr: Manifest = {"name": ref.name, "key": ref.key}
-            if ref.optional is not None:
-                skr["optional"] = ref.optional
-            out.append({"name": e.name, "valueFrom": {"secretKeyRef": skr}})
-        else:
-            out.append({"name": e.name, "value": e.value or ""})
-    return out
+    return [e.manifest() for e in hook.env]
 
 
 def _spec_env(run: ResolvedRun) -> list[Manifest]:

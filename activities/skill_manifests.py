@@ -64,17 +64,7 @@ def agent_skill_env(run: ResolvedRun) -> list[Manifest]:
 
 def _env(p: ResolvedSkillPack) -> list[Manifest]:
     assert p.sidecar is not None
-    out: list[Manifest] = []
-    for e in p.sidecar.env:
-        if e.value_from is not None and e.value_from.secret_key_ref is not None:
-            ref = e.value_from.secret_key_ref
-            skr: Manifest = {"name": ref.name, "key": ref.key}
-            if ref.optional is not None:
-                skr["optional"] = ref.optional
-            out.append({"name": e.name, "valueFrom": {"secretKeyRef": skr}})
-        else:
-            out.append({"name": e.name, "value": e.value or ""})
-    return out
+    return [e.manifest() for e in p.sidecar.env]
 
 
 def sidecar_containers(run: ResolvedRun, agent_mounts: list[Manifest]) -> list[Manifest]:

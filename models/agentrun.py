@@ -32,6 +32,16 @@ class EnvVar(K8sModel):
     value: str | None = None
     value_from: EnvVarSource | None = None
 
+    def manifest(self) -> dict[str, Any]:
+        """The container env entry: a Secret's key by reference (never its value), else the literal value."""
+        if self.value_from is not None and self.value_from.secret_key_ref is not None:
+            ref = self.value_from.secret_key_ref
+            skr: dict[str, Any] = {"name": ref.name, "key": ref.key}
+            if ref.optional is not None:
+                skr["optional"] = ref.optional
+            return {"name": self.name, "valueFrom": {"secretKeyRef": skr}}
+        return {"name": self.name, "value": self.value or ""}
+
 
 class LifecycleHook(K8sModel):
     name: str

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema
 
-from .agentrun import Condition, RBACRule
+from .agentrun import Condition, EnvVar, RBACRule
 from .base import K8sModel
 
 # A JSON object kept whole (a JSON Schema, a core/v1 Volume): Kubernetes' own schema for it is not repeated here.
@@ -41,22 +41,6 @@ class RuntimeRequirements(K8sModel):
     sandbox: bool | None = None
     min_memory: str | None = None
     min_cpu: str | None = Field(None, alias="minCPU")
-
-
-class SecretKeySelector(K8sModel):
-    name: str
-    key: str
-    optional: bool | None = None
-
-
-class SkillEnvVarSource(K8sModel):
-    secret_key_ref: SecretKeySelector | None = None
-
-
-class SkillEnvVar(K8sModel):
-    name: str
-    value: str | None = None
-    value_from: SkillEnvVarSource | None = None
 
 
 class SidecarResources(K8sModel):
@@ -111,7 +95,7 @@ class SkillSidecar(K8sModel):
     image: str
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
     command: list[str] | None = None
-    env: list[SkillEnvVar] | None = None
+    env: list[EnvVar] | None = None  # a value, or a Secret's key (valueFrom.secretKeyRef), as a hook's env
     mount_workspace: bool | None = None  # Sympozium's default: true
     resources: SidecarResources | None = None
     rbac: list[SkillRBACRule] | None = None

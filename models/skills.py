@@ -15,7 +15,7 @@ import hashlib
 
 from pydantic import Field
 
-from .agentrun import EnvVar, EnvVarSource, RBACRule, SecretKeyRef, SkillRef
+from .agentrun import EnvVar, RBACRule, SkillRef
 from .base import K8sModel, PolicyViolation, parse
 from .policy import PolicyRules
 from .skillpack import SkillPackSpec, SkillSidecar
@@ -47,12 +47,7 @@ class ResolvedSkillPack(K8sModel):
 
 
 def _sidecar(sc: SkillSidecar) -> ResolvedSidecar:
-    env = [EnvVar(name=e.name, value=e.value if e.value_from is None else None,
-                  value_from=EnvVarSource(secret_key_ref=SecretKeyRef(
-                      name=e.value_from.secret_key_ref.name, key=e.value_from.secret_key_ref.key,
-                      optional=e.value_from.secret_key_ref.optional))
-                  if e.value_from is not None and e.value_from.secret_key_ref is not None else None)
-           for e in sc.env or []]
+    env = list(sc.env or [])
     res = sc.resources
     return ResolvedSidecar(
         image=sc.image, image_pull_policy=sc.image_pull_policy,

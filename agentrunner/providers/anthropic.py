@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from agentrunner.providers.base import Completion, Prompt, ProviderError
-from agentrunner.providers.openai_compat import _excerpt, _int, user_message
+from agentrunner.providers.openai_compat import _excerpt, _int, post_json, user_message
 
 API = "Anthropic API"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -43,18 +41,7 @@ class AnthropicProvider:
                    "anthropic-version": API_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key
-        try:
-            async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_seconds)) as client:
-                response = await client.post(self.url, json=self.request_body(prompt), headers=headers)
-        except httpx.TimeoutException as exc:
-            raise ProviderError(f"{API} request to {self.url} timed out ({type(exc).__name__})") from None
-        except httpx.ConnectError as exc:
-            raise ProviderError(f"{API} unreachable at {self.url}: {exc or 'connection failed'}") from None
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"{API} request to {self.url} failed: {type(exc).__name__}: {exc}") from None
-
-        if response.status_code >= 400:
-            raise ProviderError(f"{API} error (HTTP {response.status_code}): {_excerpt(response.text)}")
+        response = await post_json(API, self.url, self.request_body(prompt), headers, self.timeout_seconds)
         try:
             body = response.json()
             blocks = body["content"]

@@ -39,6 +39,24 @@ def _excerpt(text: str) -> str:
     return flat if len(flat) <= BODY_EXCERPT_CHARS else flat[:BODY_EXCERPT_CHARS] + "..."
 
 
+async def post_json(api: str, url: str, body: dict[str, Any], headers: dict[str, str],
+                    timeout_seconds: float) -> httpx.Response:
+    """One POST of a provider's request; a failure to get an answer, or an HTTP error, as a ProviderError that
+    names the API and the URL."""
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_seconds)) as client:
+            response = await client.post(url, json=body, headers=headers)
+    except httpx.TimeoutException as exc:
+        raise ProviderError(f"{api} request to {url} timed out ({type(exc).__name__})") from None
+    except httpx.ConnectError as exc:
+        raise ProviderError(f"{api} unreachable at {url}: {exc or 'connection failed'}") from None
+    except httpx.HTTPError as exc:
+        raise ProviderError(f"{api} request to {url} failed: {type(exc).__name__}: {exc}") from None
+    if response.status_code >= 400:
+        raise ProviderError(f"{api} error (HTTP {response.status_code}): {_excerpt(response.text)}")
+    return response
+
+
 def user_message(prompt: Prompt) -> str:
     """The task, then each context file under a header naming it."""
     if not prompt.context:
@@ -85,18 +103,7 @@ class OpenAICompatibleProvider:
             headers["api-key"] = self.api_key
         elif self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        try:
-            async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_seconds)) as client:
-                response = await client.post(self.url, json=self.request_body(prompt), headers=headers)
-        except httpx.TimeoutException as exc:
-            raise ProviderError(f"{API} request to {self.url} timed out ({type(exc).__name__})") from None
-        except httpx.ConnectError as exc:
-            raise ProviderError(f"{API} unreachable at {self.url}: {exc or 'connection failed'}") from None
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"{API} request to {self.url} failed: {type(exc).__name__}: {exc}") from None
-
-        if response.status_code >= 400:
-            raise ProviderError(f"{API} error (HTTP {response.status_code}): {_excerpt(response.text)}")
+        response = await post_json(API, self.url, self.request_body(prompt), headers, self.timeout_seconds)
         try:
             body = response.json()
             message = body["choices"][0]["message"]

@@ -12,17 +12,14 @@ container is looked for, and the Role is looked for while it exists (it is remov
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import Kubectl
 from tests.e2e.conftest import Record, Stack
+from tests.fake_model import FakeModelServer, serve_model
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sympozium" / "lifecycle-hooks-run.yaml"
 MODEL = "qwen/qwen3.5-9b"
@@ -30,53 +27,14 @@ ANSWER = "hello lifecycle"
 MARKER = "LIFECYCLE_PROOF_VALUE_42"
 
 
-@dataclass
-class FakeModel:
-    """An OpenAI-compatible chat-completions endpoint; records the request bodies it was sent."""
-
-    base_url: str = ""
-    bodies: list[dict[str, Any]] = field(default_factory=list)
-    authorizations: list[str | None] = field(default_factory=list)
-
-
 @pytest.fixture
-def fake_model() -> Iterator[FakeModel]:
-    state = FakeModel()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            state.bodies.append(body)
-            state.authorizations.append(self.headers.get("Authorization"))
-            reply: dict[str, Any]
-            if self.path != "/v1/chat/completions":
-                status, reply = 404, {"error": {"message": f"no route {self.path}"}}
-            else:
-                status, reply = 200, {
-                    "id": "chatcmpl-lifecycle", "object": "chat.completion", "model": body.get("model"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": ANSWER}}],
-                    "usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}}
-            payload = json.dumps(reply).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+def fake_model() -> Iterator[FakeModelServer]:
+    with serve_model() as model:
+        model.reply = {"id": "chatcmpl-lifecycle", "object": "chat.completion", "model": MODEL,
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": ANSWER}}],
+                       "usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}}
+        yield model
 
 
 def _documents(**values: str) -> str:
@@ -88,7 +46,7 @@ def _documents(**values: str) -> str:
 
 
 def test_sympozium_lifecycle_hooks_integration_test_passes(stack: Stack, namespace: str, kubectl: Kubectl,
-                                                           record: Record, fake_model: FakeModel) -> None:
+                                                           record: Record, fake_model: FakeModelServer) -> None:
     ns, instance = namespace, "inttest-lifecycle"
     run_name, proof = f"{instance}-run", f"lifecycle-proof-{instance}"
     runs, roles, pods = record(ns, "agentruns"), record(ns, "roles"), record(ns, "pods")
@@ -106,7 +64,7 @@ def test_sympozium_lifecycle_hooks_integration_test_passes(stack: Stack, namespa
 
     # The agent produced a result, from the model at the endpoint the run named, as provider openai-compatible.
     assert status["result"] == ANSWER
-    [body] = fake_model.bodies
+    [body] = [r.body for r in fake_model.requests]
     assert body["model"] == MODEL
     assert body["messages"][-1] == {"role": "user", "content": "Respond with exactly: hello lifecycle"}
 
@@ -128,7 +86,7 @@ def test_sympozium_lifecycle_hooks_integration_test_passes(stack: Stack, namespa
 
 
 def test_a_secret_holding_the_key_under_api_key_gives_the_agent_its_key(stack: Stack, namespace: str,
-                                                                       fake_model: FakeModel) -> None:
+                                                                       fake_model: FakeModelServer) -> None:
     """The key travels only by secretKeyRef: the model sees it, the Job, the run's status and the Temporal-facing
     run object do not; hooks write /workspace/context without making it first."""
     ns, key = namespace, "sk-from-apiKey-0123456789"
@@ -145,8 +103,8 @@ def test_a_secret_holding_the_key_under_api_key_gives_the_agent_its_key(stack: S
 
     run = stack.wait_phase(ns, "keyed-run", timeout=60)
     assert run["status"]["phase"] == "Succeeded", run["status"].get("error")
-    assert fake_model.authorizations == [f"Bearer {key}"]
-    assert "--- page.txt ---\nincident 42" in fake_model.bodies[0]["messages"][-1]["content"]
+    assert [r.authorization for r in fake_model.requests] == [f"Bearer {key}"]
+    assert "--- page.txt ---\nincident 42" in fake_model.requests[0].body["messages"][-1]["content"]
     job = stack.api.sanitize_for_serialization(stack.batch.read_namespaced_job("keyed-run", ns))
     assert key not in json.dumps(job) and key not in json.dumps(run)
     [ref] = [e["valueFrom"]["secretKeyRef"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
