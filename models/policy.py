@@ -211,6 +211,14 @@ class PolicyRules(K8sModel):
     max_cpu: str = ""
     max_memory: str = ""
 
+    def image_allowed(self, image: str) -> bool:
+        """imagePolicy.allowedRegistries: a prefix match; no list allows every image."""
+        return not self.allowed_registries or any(image.startswith(p) for p in self.allowed_registries)
+
+    def resource_denied(self, resource: str) -> bool:
+        """lifecyclePolicy.deniedResources: a resource, or any subresource of it (`pods` denies `pods/exec`)."""
+        return resource in self.denied_resources or resource.split("/")[0] in self.denied_resources
+
 
 def normalize_policy(obj: dict[str, Any]) -> PolicyRules:
     raw = obj.get("spec") or {}

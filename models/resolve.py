@@ -432,16 +432,15 @@ def check_policy(run: ResolvedRun, policy: PolicyRules) -> None:
         registries = f"rule imagePolicy.allowedRegistries ({', '.join(policy.allowed_registries)})"
         for kind, hooks in (("preRun", run.pre_run), ("postRun", run.post_run)):
             for i, h in enumerate(hooks):
-                if not any(h.image.startswith(p) for p in policy.allowed_registries):
+                if not policy.image_allowed(h.image):
                     raise PolicyViolation(f"spec.lifecycle.{kind}[{i}].image",
                                           f'image "{h.image}" is not from a registry allowed by {where}, {registries}')
-        if run.sandbox and run.sandbox.enabled and run.sandbox.image and not any(
-                run.sandbox.image.startswith(p) for p in policy.allowed_registries):
+        if run.sandbox and run.sandbox.enabled and run.sandbox.image and not policy.image_allowed(run.sandbox.image):
             raise PolicyViolation("spec.sandbox.image",
                                   f'image "{run.sandbox.image}" is not from a registry allowed by {where}, {registries}')
     for i, rule in enumerate(run.rbac):
         for r in rule.resources:
-            if r in policy.denied_resources or r.split("/")[0] in policy.denied_resources:
+            if policy.resource_denied(r):
                 raise PolicyViolation(f"spec.lifecycle.rbac[{i}].resources",
                                       f'lifecycle RBAC access to "{r}" is denied by {where}, rule '
                                       "lifecyclePolicy.deniedResources")

@@ -92,14 +92,14 @@ def resolve_skills(refs: list[SkillRef], packs: dict[str, dict[str, object]], *,
         sidecar = _sidecar(spec.sidecar) if spec.sidecar is not None and spec.sidecar.image else None
         if sidecar is not None and policy is not None:
             where = f'policy "{policy.name}"' + (f" (template {policy.template})" if policy.template else "")
-            if policy.allowed_registries and not any(sidecar.image.startswith(p) for p in policy.allowed_registries):
+            if not policy.image_allowed(sidecar.image):
                 raise PolicyViolation(f"{at}.skillPackRef",
                                       f'SkillPack "{name}" sidecar image "{sidecar.image}" is not from a registry '
                                       f"allowed by {where}, rule imagePolicy.allowedRegistries "
                                       f"({', '.join(policy.allowed_registries)})")
             for j, rule in enumerate(sidecar.rules):
                 for r in rule.resources:
-                    if r in policy.denied_resources or r.split("/")[0] in policy.denied_resources:
+                    if policy.resource_denied(r):
                         raise PolicyViolation(f"{at}.skillPackRef",
                                               f'SkillPack "{name}" sidecar RBAC (spec.sidecar.rbac[{j}]) access to '
                                               f'"{r}" is denied by {where}, rule lifecyclePolicy.deniedResources')
