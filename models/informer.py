@@ -11,11 +11,10 @@ wait a moment for the pod's end to arrive here instead of listing pods. A run's 
 read from here too when the view holds them; one it does not hold (not seen yet, or no such object)
 is read from the API server, so the view never answers "not found" on its own.
 
-The streams read the watch as JSON. Of Jobs and pods only metadata (identity, labels) and status are kept,
-since the spec (the pod template, every env var) was most of the memory, and each is kept as its compact JSON
-text beside the few keys the view indexes by: a parked run's finished Jobs and pods are held until its cleanup,
-and as nested dicts they cost several times their text. Readers get the client's typed models (V1Job, V1Pod),
-decoded from that text on each read, as they were decoded from a dict before.
+The streams read the watch as JSON and keep plain dicts: of Jobs and pods only metadata (identity,
+labels) and status, since the spec (the pod template, every env var) was most of the memory, and
+decoding every event into the client's typed models is work nobody reads. Readers get the client's
+typed models (V1Job, V1Pod), decoded on each read.
 Only the run's Jobs and pods (the `sympozium.ai/agent-run` label) are held, while they exist.
 """
 
@@ -50,19 +49,6 @@ def _trimmed(kind: str, obj: Obj) -> Obj:
     if kind in DEFINITIONS:
         return without_managed_fields(obj)
     return {"metadata": {k: m[k] for k in _KEEP_METADATA if k in m}, "status": obj.get("status") or {}}
-
-
-class _Held:
-    """A Job or pod as the view keeps it: its trimmed JSON text and what the view indexes it by."""
-
-    __slots__ = ("created", "job", "namespace", "text")
-
-    def __init__(self, obj: Obj) -> None:
-        m = obj["metadata"]
-        self.namespace = str(m.get("namespace") or "")
-        self.created = str(m.get("creationTimestamp") or "")
-        self.job = (m.get("labels") or {}).get(CONTROLLER_UID)  # a pod's Job (None for a Job)
-        self.text = json.dumps(obj, separators=(",", ":"))
 
 
 def _uid(obj: Obj) -> str:
@@ -108,8 +94,8 @@ class Informer:
         self.watch_seconds = watch_seconds
         self._api = kube.api
         self._lock = threading.Lock()
-        self._jobs: dict[str, _Held] = {}  # Job uid -> trimmed Job
-        self._pods: dict[str, _Held] = {}  # pod uid -> trimmed pod
+        self._jobs: dict[str, Obj] = {}  # Job uid -> trimmed Job
+        self._pods: dict[str, Obj] = {}  # pod uid -> trimmed pod
         self._by_job: dict[str, set[str]] = {}  # Job uid -> its pods' uids
         self._defs: dict[str, dict[tuple[str, str], Obj]] = {k: {} for k in DEFINITIONS}  # (namespace, name) -> object
         # Job uid -> what `wait_pod` callers wait on: woken whenever one of its pods changes.
@@ -144,19 +130,19 @@ class Informer:
 
     # -- reads (the event loop) ------------------------------------------------------------------------
 
-    def _typed(self, kind: str, held: _Held | None) -> Any | None:
-        if held is None:
+    def _typed(self, kind: str, obj: Obj | None) -> Any | None:
+        if obj is None:
             return None
-        return self._api.deserialize(held.text, _TYPES[kind], "application/json")
+        return self._api.deserialize(json.dumps(obj), _TYPES[kind], "application/json")
 
     def job(self, uid: str) -> Any | None:
         """The Job (a V1Job of metadata and status) as last seen; None when not seen (or not synced)."""
         return self._typed("jobs", self._jobs.get(uid)) if self.synced else None
 
-    def _newest_pod(self, job_uid: str) -> _Held | None:
+    def _newest_pod(self, job_uid: str) -> Obj | None:
         with self._lock:
             pods = [self._pods[u] for u in self._by_job.get(job_uid, ())]
-        return max(pods, key=lambda p: p.created) if pods else None
+        return max(pods, key=lambda p: str(p["metadata"].get("creationTimestamp") or "")) if pods else None
 
     def pod_of(self, job_uid: str) -> Any | None:
         """The Job's newest pod (a V1Pod of metadata and status), as last seen."""
@@ -183,7 +169,7 @@ class Informer:
                 while True:
                     woken.clear()
                     pod = self._newest_pod(job_uid)
-                    if pod is not None and until(json.loads(pod.text)):
+                    if pod is not None and until(pod):
                         return self._typed("pods", pod)
                     await woken.wait()
         except TimeoutError:
@@ -209,8 +195,8 @@ class Informer:
                     del store[key]
             else:
                 held = self._jobs if kind == "jobs" else self._pods
-                for uid, h in list(held.items()):
-                    if not namespace or h.namespace == namespace:
+                for uid, obj in list(held.items()):
+                    if not namespace or obj["metadata"].get("namespace") == namespace:
                         self._drop(kind, uid)
             for obj in items:
                 self._add(kind, obj)
@@ -230,12 +216,12 @@ class Informer:
         if kind in DEFINITIONS:
             self._defs[kind][_key(obj)] = obj
             return
-        uid, held = _uid(obj), _Held(obj)
+        uid = _uid(obj)
         if kind == "jobs":
-            self._jobs[uid] = held
+            self._jobs[uid] = obj
             return
-        self._pods[uid] = held
-        job = held.job
+        self._pods[uid] = obj
+        job = (obj["metadata"].get("labels") or {}).get(CONTROLLER_UID)
         if job:
             self._by_job.setdefault(job, set()).add(uid)
             for loop, woken in self._waiters.get(job, ()):
@@ -246,7 +232,7 @@ class Informer:
             self._jobs.pop(uid, None)
             return
         pod = self._pods.pop(uid, None)
-        job = pod.job if pod is not None else None
+        job = (pod["metadata"].get("labels") or {}).get(CONTROLLER_UID) if pod is not None else None
         if job and job in self._by_job:
             self._by_job[job].discard(uid)
             if not self._by_job[job]:
