@@ -12,14 +12,13 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes import client
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from models.agentrun import AgentRunStatus
+from models.agentrun import AgentRunStatus, DelegateStatus
 from models.base import FieldProblem, PolicyViolation
 from models.evaluate import Reader, RunLister, evaluate_run
 from models.events import RunEvent
@@ -38,7 +37,6 @@ from models.kube import (
 from models.names import (
     AGENTRUNS,
     ANNOTATION_GATE_FROM,
-    CONDITION_SUBAGENTS,
     GROUP,
     LABEL_PARENT_RUN,
     LABEL_RUN,
@@ -48,8 +46,6 @@ from models.names import (
     hook_of,
     job_name,
     lifecycle_name,
-    subagent_names,
-    subagents_message,
     workspace_name,
 )
 from models.resolve import ResolvedRun, RunRef
@@ -77,7 +73,6 @@ from models.steps import (
     StatusChange,
     StatusWrite,
 )
-from models.timestamps import rfc3339
 
 from . import manifests as mf
 from . import skill_manifests as skm
@@ -253,8 +248,9 @@ class KubeActivities:
         await self._record_child(m["namespace"], parent_name, uid, m["name"])
 
     async def _record_child(self, ns: str, parent: str, parent_uid: str, child: str) -> None:
-        """The parent's `SubAgents` condition lists its children (as upstream's status.delegates would), merged under
-        the parent's resourceVersion like every status write, so its own workflow's writes are never lost."""
+        """The parent's `status.delegates` lists its children (Sympozium's field). The parent's workflow never
+        writes that field (it replaces its conditions whole, which is why the list is not a condition), and this
+        merge patch carries the version it read, so two children starting at once cannot lose each other."""
         for _attempt in range(5):
             try:
                 obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
@@ -263,17 +259,11 @@ class KubeActivities:
                 return
             if obj["metadata"]["uid"] != parent_uid or obj["metadata"].get("deletionTimestamp"):
                 return
-            status = dict(obj.get("status") or {})
-            conds = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
-            old = next((c for c in conds if c.get("type") == CONDITION_SUBAGENTS), None)
-            children = subagent_names(str(old.get("message") or "")) if old else []
-            if child in children:
+            delegates = [d for d in (obj.get("status") or {}).get("delegates") or [] if isinstance(d, dict)]
+            if any(d.get("childRunName") == child for d in delegates):
                 return
-            new = {"type": CONDITION_SUBAGENTS, "status": "True", "reason": "SubAgentStarted",
-                   "message": subagents_message([*children, child]),
-                   "lastTransitionTime": (old or {}).get("lastTransitionTime") or rfc3339(datetime.now(UTC))}
-            status["conditions"] = [c for c in conds if c.get("type") != CONDITION_SUBAGENTS] + [new]
-            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": status}
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                    "status": {"delegates": [*delegates, DelegateStatus(child_run_name=child).wire()]}}
             try:
                 await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ns, AGENTRUNS,
                                  parent, body, action=f"list sub-agent {child} on AgentRun {parent}")

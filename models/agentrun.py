@@ -251,6 +251,20 @@ class Condition(K8sModel):
     observed_generation: int | None = None
 
 
+class DelegateStatus(K8sModel):
+    """A sub-agent run started under this one (Sympozium's `status.delegates` item). Here only `childRunName` is
+    written, by the child's first step (activities/kube.py): the parent's workflow never writes `delegates`, so its
+    own status writes keep the list."""
+
+    child_run_name: str
+    target_persona: str | None = None
+    batch_id: str | None = Field(None, alias="batchId")
+    task_id: str | None = None
+    phase: str | None = None
+    result: str | None = None
+    error: str | None = None
+
+
 class AgentRunStatus(K8sModel):
     phase: str | None = None
     started_at: str | None = None
@@ -268,4 +282,5 @@ class AgentRunStatus(K8sModel):
     attempts: list[AttemptRecord] | None = None  # the last ATTEMPTS_KEPT attempts the gate decided
     conditions: list[Condition] = Field(default_factory=list)
     workflow_id: str | None = None
+    delegates: list[DelegateStatus] | None = None  # sub-agent runs started under this one
     observed_generation: int | None = None

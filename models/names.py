@@ -116,19 +116,3 @@ def hook_of(container: str) -> str:
     """The hook a hook container runs (the inverse of `hook_container`); other names come back unchanged."""
     prefix, sep, hook = container.partition("-")
     return hook if sep and prefix in _CONTAINER_PREFIX.values() else container
-
-
-# A parent run's condition listing the sub-agent runs started under it (activities/kube.py keeps it).
-CONDITION_SUBAGENTS = "SubAgents"
-_SUBAGENTS_PREFIX = "sub-agent runs: "
-
-
-def subagents_message(children: list[str]) -> str:
-    return _SUBAGENTS_PREFIX + ", ".join(children)
-
-
-def subagent_names(message: str) -> list[str]:
-    """The children a `SubAgents` condition's message lists (the inverse of `subagents_message`)."""
-    if not message.startswith(_SUBAGENTS_PREFIX):
-        return []
-    return [n for n in message[len(_SUBAGENTS_PREFIX):].split(", ") if n]

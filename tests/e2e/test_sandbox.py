@@ -97,13 +97,26 @@ def test_sub_agents_over_the_parents_limits_fail_naming_them_and_are_linked_to_t
         "sympozium.ai", "v1alpha1", ns, "agentruns", label_selector="sympozium.ai/parent-run=boss"))["items"]
     assert {c["metadata"]["name"] for c in children} >= {"kid1", "kid2"}
     # The parent's status lists the children that started under it (not the refused ones).
-    listed = next(c for c in boss["status"]["conditions"] if c["type"] == "SubAgents")
-    assert (listed["status"], listed["message"]) == ("True", "sub-agent runs: kid1, kid2")
+    assert boss["status"]["delegates"] == [{"childRunName": "kid1"}, {"childRunName": "kid2"}]
     # The Temporal UI leads from the child's workflow to its parent's.
     boss_wid = workflow_id(RunRef(namespace=ns, name="boss", uid=boss["metadata"]["uid"]))
     desc = _describe(stack, workflow_id(RunRef(namespace=ns, name="kid1", uid=kid["metadata"]["uid"])))
     assert desc["memo"] == {"parentRun": f"{ns}/boss", "parentWorkflowId": boss_wid}
     assert f"sub-agent of AgentRun {ns}/boss (workflow {boss_wid})" in desc["details"]
+
+
+def test_a_running_parent_keeps_its_list_of_children_through_its_own_status_writes(stack: Stack,
+                                                                                   namespace: str) -> None:
+    ns = namespace
+    stack.create(ns, "agents", agent("lead"))
+    stack.create(ns, "agentruns", agent_run("boss", "sleep:6", agent_ref="lead"))
+    stack.wait_phase(ns, "boss", {"Running"})
+    stack.create(ns, "agentruns", agent_run("kid", agent_ref="lead",
+                                            parent={"runName": "boss", "sessionKey": "s", "spawnDepth": 1}))
+    assert stack.wait_phase(ns, "kid")["status"]["phase"] == "Succeeded"
+    done = stack.wait_phase(ns, "boss")["status"]
+    # The parent's workflow wrote its final status (conditions and all) after the child was listed.
+    assert done["phase"] == "Succeeded" and done["delegates"] == [{"childRunName": "kid"}], done
 
 
 def test_deleting_a_parent_cancels_its_running_children(stack: Stack, namespace: str) -> None:

@@ -11,7 +11,6 @@ from models.agent import normalize_agent
 from models.base import FieldProblem, PolicyViolation
 from models.compat import ignored_fields
 from models.evaluate import evaluate_run
-from models.names import subagent_names, subagents_message
 from models.policy import normalize_policy
 from models.resolve import DEFAULT_SANDBOX_IMAGE, ResolvedRun, resolve_run
 
@@ -191,8 +190,3 @@ def test_a_run_without_its_own_sandboxes_gets_its_agents_and_agent_sandbox_resou
         default_image="agent:1")
     assert own.runtime_class_name == "gvisor" and own.sandbox_sidecar is None  # the run's own win
     assert own.resources.limits["memory"] == "2Gi"
-
-
-def test_the_sub_agents_condition_message_round_trips_its_names() -> None:
-    assert subagent_names(subagents_message(["a", "b-2"])) == ["a", "b-2"]
-    assert subagent_names("something else") == []
