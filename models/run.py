@@ -33,6 +33,7 @@ class ConditionType(StrEnum):
     RESULT_CUT = "ResultCut"
     VERDICT_REFUSED = "VerdictRefused"  # the last verdict the gate refused, and who sent it
     FIELDS_IGNORED = "FieldsIgnored"  # Sympozium fields the run asks for that have no effect here (models/compat.py)
+    SUB_AGENT = "SubAgent"  # a sub-agent run: which run it is a sub-agent of (the parent lists it in delegates)
 
 
 class Reason(StrEnum):
@@ -42,6 +43,7 @@ class Reason(StrEnum):
     POST_RUN_JOB_FAILED = "PostRunJobFailed"
     RESULT_TOO_LARGE = "ResultTooLarge"
     NO_EFFECT_HERE = "NoEffectHere"
+    PARENT_RUN = "ParentRun"
     # Why a verdict was refused (VerdictRefused's reason).
     NO_GATE = "NoGate"
     NO_GATE_WAITING = "NoGateWaiting"

@@ -90,6 +90,9 @@ GATE_PATCH = "gate-hooks-after-verdict"
 FINISH_PATCH = "final-status-in-cleanup"
 # Runs with this marker carry a FieldsIgnored condition naming the Sympozium fields that have no effect here.
 FIELDS_IGNORED_PATCH = "fields-ignored-condition"
+# Runs of sub-agents with this marker carry a SubAgent condition naming their parent run (the parent lists its
+# children in status.delegates).
+SUB_AGENT_PATCH = "sub-agent-condition"
 
 __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult", "RunState", "workflow_id"]
 
@@ -223,6 +226,9 @@ class AgentRunWorkflow:
             if res.ignored and workflow.patched(FIELDS_IGNORED_PATCH):
                 # Written with the next status write (Running at the latest), kept to the end like every condition.
                 self._cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE, "; ".join(res.ignored))
+            if run.parent is not None and workflow.patched(SUB_AGENT_PATCH):
+                self._cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
+                           f"sub-agent of AgentRun {run.parent.run_name} (spawnDepth {run.parent.spawn_depth})")
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
                 req = SlotRequest(namespace=ref.namespace, agent=run.agent, workflow_id=workflow.info().workflow_id,

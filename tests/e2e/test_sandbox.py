@@ -89,6 +89,9 @@ def test_sub_agents_over_the_parents_limits_fail_naming_them_and_are_linked_to_t
 
     kid = stack.get_run(ns, "kid1")
     assert kid is not None and kid["metadata"]["labels"]["sympozium.ai/parent-run"] == "boss"
+    link = next(c for c in kid["status"]["conditions"] if c["type"] == "SubAgent")
+    assert (link["status"], link["reason"], link["message"]) == ("True", "ParentRun",
+                                                                "sub-agent of AgentRun boss (spawnDepth 1)")
     boss = stack.get_run(ns, "boss")
     assert boss is not None
     assert [(r["kind"], r["name"], r["uid"]) for r in kid["metadata"]["ownerReferences"]] == [
