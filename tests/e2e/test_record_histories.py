@@ -40,6 +40,10 @@ SHAPES: dict[str, dict[str, Any]] = {
     # lifecycle.retry: attempt 1 is sent back (a retry verdict), attempt 2 (its own Jobs) approved, then the hooks.
     "gate-retried-then-approved": {"lifecycle": {"postRun": [HOOK, {**HOOK, "name": "g", "gate": True}],
                                                  "retry": {"maxAttempts": 2, "backoff": "1s"}}},
+    # A Sympozium field with no effect here: the FieldsIgnored condition (patch fields-ignored-condition).
+    "fields-ignored": {"dryRun": True},
+    # A sub-agent of a run made first: the SubAgent condition (patch sub-agent-condition).
+    "sub-agent": {"parent": {"runName": "boss", "sessionKey": "s", "spawnDepth": 1}},
 }
 EARLY_SIGNAL = {"gate-refused-early-then-timeout"}
 SIGNAL_WHILE_PENDING = {"gate-rejected-by-signal": "reject", "gate-approved-then-hooks": "approve",
@@ -53,6 +57,9 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
     stack.create(namespace, "agents", agent())
     spec = dict(SHAPES[shape])
     task = spec.pop("task", "hello")
+    if "parent" in spec:
+        stack.create(namespace, "agentruns", agent_run(spec["parent"]["runName"]))
+        stack.wait_phase(namespace, spec["parent"]["runName"])
     stack.create(namespace, "agentruns", agent_run("r", task=task, **spec))
     client = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
     if shape in EARLY_SIGNAL:
