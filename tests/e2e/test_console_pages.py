@@ -156,6 +156,7 @@ def test_agents_and_policies_pages_show_what_they_hold_as_text(
     expect(page.locator("h1")).to_have_text("restrictive")
     expect(page.locator("#builtin")).to_contain_text("there is no SympoziumPolicy named restrictive")
     expect(page.locator("#source")).to_contain_text("template: Restrictive")
+    shot(page, tmp_path, "policy-builtin.png")
     page.goto(f"{api_server}/policies/ghost?namespace={namespace}")
     expect(page.locator("#error")).to_have_text(f'policy "ghost" not found in namespace "{namespace}"')
     page.goto(f"{api_server}/agents/ghost?namespace={namespace}")
