@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 from models.base import FieldProblem
@@ -37,12 +36,11 @@ from models.personas import (
     read_pack,
     stamped_hash,
 )
-from models.timestamps import rfc3339
+from models.run import ConditionType, Reason
+
+from .conditions import condition
 
 log = logging.getLogger("agentrun.bridge.personas")
-# Named as for runs (models/compat.py on the schemas branch): Sympozium settings accepted that do nothing here.
-CONDITION_IGNORED = "FieldsIgnored"
-REASON_IGNORED = "NoEffectHere"
 
 Obj = dict[str, Any]
 
@@ -58,14 +56,6 @@ def out_of_date(have: Obj, want: Obj) -> bool:
     if notes.get(ANNOTATION_STAMPED) != want["metadata"]["annotations"][ANNOTATION_STAMPED]:
         return True
     return notes.get(ANNOTATION_STORED) != stamped_hash(have, list(want["metadata"]["labels"]))
-
-
-def _condition(current: Obj, ctype: str, status: str, generation: int, reason: str, message: str) -> Obj:
-    """A metav1.Condition, its lastTransitionTime kept while its status stays the same."""
-    old = next((c for c in current.get("conditions") or [] if c.get("type") == ctype), None)
-    since = old["lastTransitionTime"] if old and old.get("status") == status else rfc3339(datetime.now(UTC))
-    return {"type": ctype, "status": status, "observedGeneration": generation, "lastTransitionTime": since,
-            "reason": reason, "message": message}
 
 
 class Terminating(Exception):
@@ -246,10 +236,12 @@ class PackSync:
         personas = spec.get("agentConfigs" if kind == "Ensemble" else "personas") or []
         generation = int(meta.get("generation") or 1)
         ready = "True" if phase in ("Ready", "Inactive") else "False"
-        conditions = [_condition(current, "Ready", ready, generation, reason, message)]
+        old = current.get("conditions") or []
+        conditions = [condition(old, "Ready", ready, reason=reason, message=message, generation=generation)]
         if ignored:
-            conditions.append(_condition(current, CONDITION_IGNORED, "True", generation, REASON_IGNORED,
-                                         "no effect here: " + ", ".join(ignored)))
+            # Named as on runs: Sympozium settings accepted that do nothing here.
+            conditions.append(condition(old, ConditionType.FIELDS_IGNORED, "True", reason=Reason.NO_EFFECT_HERE,
+                                        message="no effect here: " + ", ".join(ignored), generation=generation))
         status: Obj = {"phase": phase, "personaCount": len(personas) if isinstance(personas, list) else 0,
                        "installedCount": len(installed),
                        "installedPersonas": [i.wire() for i in installed], "conditions": conditions}

@@ -11,15 +11,16 @@ status says so instead.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 from models.base import FieldProblem, parse
 from models.kube import Conflict, Kube, NotFound
 from models.names import API_VERSION, GROUP, LABEL_MANAGED, MANAGED_BY, VERSION
+from models.run import ConditionType
 from models.skillpack import SkillPackSpec, skill_files, skill_pack_warnings
 from models.skills import SKILLPACKS
-from models.timestamps import rfc3339
+
+from .conditions import condition
 
 log = logging.getLogger("agentrun.bridge.skillpacks")
 LABEL_COMPONENT = "sympozium.ai/component"
@@ -37,14 +38,6 @@ def config_map(obj: dict[str, Any], spec: SkillPackSpec) -> dict[str, Any]:
             "data": skill_files(spec)}
 
 
-def _condition(ctype: str, ok: bool, reason: str, message: str, generation: int, old: list[Any]) -> dict[str, Any]:
-    status = "True" if ok else "False"
-    prev = next((c for c in old if isinstance(c, dict) and c.get("type") == ctype), None)
-    since = prev.get("lastTransitionTime") if prev and prev.get("status") == status else None
-    return {"type": ctype, "status": status, "reason": reason, "message": message,
-            "lastTransitionTime": since or rfc3339(datetime.now(UTC)), "observedGeneration": generation}
-
-
 class SkillPackSync:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
@@ -60,15 +53,18 @@ class SkillPackSync:
             spec = parse(SkillPackSpec, obj.get("spec") or {}, "spec")
         except FieldProblem as p:
             await self._status(obj, {"phase": "Error", "conditions": [
-                _condition("Ready", False, "InvalidSpec", str(p), generation, old)]})
+                condition(old, "Ready", "False", reason="InvalidSpec", message=str(p), generation=generation)]})
             return
         problem = await self._apply(config_map(obj, spec), m["uid"])
-        conds = [_condition("Ready", problem is None, "ConfigMapReady" if problem is None else "ConfigMapConflict",
-                            problem or f'ConfigMap "{name}" holds {len(spec.skills)} skill file(s)', generation, old)]
+        conds = [condition(old, "Ready", "True" if problem is None else "False",
+                           reason="ConfigMapReady" if problem is None else "ConfigMapConflict",
+                           message=problem or f'ConfigMap "{name}" holds {len(spec.skills)} skill file(s)',
+                           generation=generation)]
         ignored = skill_pack_warnings(spec)
         if ignored:
-            conds.append(_condition("FieldsIgnored", True, "NoEffect",
-                                    "stored, no effect in agentrun: " + ", ".join(ignored), generation, old))
+            conds.append(condition(old, ConditionType.FIELDS_IGNORED, "True", reason="NoEffect",
+                                   message="stored, no effect in agentrun: " + ", ".join(ignored),
+                                   generation=generation))
         await self._status(obj, {"phase": "Ready" if problem is None else "Error",
                                  "configMapName": name, "skillCount": len(spec.skills), "conditions": conds})
 
