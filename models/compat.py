@@ -18,9 +18,6 @@ from typing import Any
 
 from .base import PolicyViolation
 
-CONDITION_IGNORED = "FieldsIgnored"
-REASON_IGNORED = "NoEffectHere"
-
 
 class Unsupported(PolicyViolation):
     """A field asking for an execution backend this control plane does not offer."""
