@@ -245,18 +245,23 @@ class KubeActivities:
             patch = {"metadata": {"labels": {LABEL_PARENT_RUN: parent_name}, "ownerReferences": refs}}
             await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], AGENTRUNS,
                              m["name"], patch, action=f"link AgentRun {m['name']} to its parent {parent_name}")
-        await self._record_child(m["namespace"], parent_name, uid, m["name"])
+        await self._record_child(parent_obj, m["name"])
 
-    async def _record_child(self, ns: str, parent: str, parent_uid: str, child: str) -> None:
+    async def _record_child(self, parent_obj: dict[str, Any], child: str) -> None:
         """The parent's `status.delegates` lists its children (Sympozium's field). The parent's workflow never
         writes that field (it replaces its conditions whole, which is why the list is not a condition), and this
-        merge patch carries the version it read, so two children starting at once cannot lose each other."""
+        merge patch carries the version it read, so two children starting at once cannot lose each other: after a
+        conflict the parent is read again."""
+        pm = parent_obj["metadata"]
+        ns, parent, parent_uid = pm["namespace"], pm["name"], pm["uid"]
+        obj: dict[str, Any] | None = parent_obj
         for _attempt in range(5):
-            try:
-                obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
-                                       parent, action=f"read parent AgentRun {parent}")
-            except NotFound:
-                return
+            if obj is None:
+                try:
+                    obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
+                                           parent, action=f"read parent AgentRun {parent}")
+                except NotFound:
+                    return
             if obj["metadata"]["uid"] != parent_uid or obj["metadata"].get("deletionTimestamp"):
                 return
             delegates = [d for d in (obj.get("status") or {}).get("delegates") or [] if isinstance(d, dict)]
@@ -269,7 +274,7 @@ class KubeActivities:
                                  parent, body, action=f"list sub-agent {child} on AgentRun {parent}")
                 return
             except Conflict:
-                continue
+                obj = None
 
     def _reader(self, ns: str) -> Reader:
         async def read(plural: str, name: str) -> dict[str, Any] | None:
@@ -369,12 +374,8 @@ class KubeActivities:
         for p in run.sidecars:
             name = sidecar_account(run.ref.name, p.name)
             # The Secret first: the token bound to it stops working with it.
-            for delete, read in ((self.core.delete_namespaced_secret, self.core.read_namespaced_secret),
-                                 (self.rbac.delete_namespaced_role_binding, self.rbac.read_namespaced_role_binding),
-                                 (self.rbac.delete_namespaced_role, self.rbac.read_namespaced_role),
-                                 (self.core.delete_namespaced_service_account,
-                                  self.core.read_namespaced_service_account)):
-                await self._delete_owned(delete, read, name, ns, uid)
+            await self._delete_owned(self.core.delete_namespaced_secret, self.core.read_namespaced_secret, name, ns, uid)
+            await self._delete_rbac(ns, name, uid)
 
     async def _ensure_agent_account(self, ns: str) -> None:
         """The namespace's shared agent ServiceAccount exists: made (or found) at most once a minute per
@@ -596,7 +597,7 @@ class KubeActivities:
             await self._delete_jobs_of(ns, name, uid)
         await self._delete_owned(self.core.delete_namespaced_persistent_volume_claim,
                                  self.core.read_namespaced_persistent_volume_claim, workspace_name(name), ns, uid)
-        await self._delete_rbac(ns, name, uid)
+        await self._delete_rbac(ns, lifecycle_name(name), uid)
 
     async def _delete_jobs_of(self, ns: str, name: str, uid: str) -> None:
         jobs = await self._call(self.batch.list_namespaced_job, ns, label_selector=f"{LABEL_RUN}={name}",
@@ -606,13 +607,13 @@ class KubeActivities:
                 await self._delete(self.batch.delete_namespaced_job, job.metadata.name, ns,
                                    propagation="Foreground", uid=job.metadata.uid)
 
-    async def _delete_rbac(self, ns: str, name: str, uid: str) -> None:
-        lc = lifecycle_name(name)
+    async def _delete_rbac(self, ns: str, account: str, uid: str) -> None:
+        """The RoleBinding, Role and ServiceAccount named `account` (a run's lifecycle RBAC, or a sidecar's)."""
         await self._delete_owned(self.rbac.delete_namespaced_role_binding, self.rbac.read_namespaced_role_binding,
-                                 lc, ns, uid)
-        await self._delete_owned(self.rbac.delete_namespaced_role, self.rbac.read_namespaced_role, lc, ns, uid)
+                                 account, ns, uid)
+        await self._delete_owned(self.rbac.delete_namespaced_role, self.rbac.read_namespaced_role, account, ns, uid)
         await self._delete_owned(self.core.delete_namespaced_service_account, self.core.read_namespaced_service_account,
-                                 lc, ns, uid)
+                                 account, ns, uid)
 
     async def _delete_owned(self, delete: Callable[..., Any], read: Callable[..., Any], name: str, ns: str,
                             run_uid: str) -> None:
@@ -752,7 +753,7 @@ class KubeActivities:
                                              self.core.read_namespaced_persistent_volume_claim, workspace_name(name),
                                              ns, uid)
             if run.rbac:
-                await self._delete_rbac(ns, name, uid)
+                await self._delete_rbac(ns, lifecycle_name(name), uid)
             await self._delete_skill_rbac(run)
         await self._release(req.ref)
         return published
