@@ -181,8 +181,8 @@ class KubeActivities:
         # The same evaluation as the admission webhook's, so both refuse exactly the same runs.
         ev = await evaluate_run(run, read=self._reader(ref.namespace), default_image=self.default_image,
                                 list_runs=self._run_lister(ref.namespace), runtime_class_exists=self._runtime_class_exists)
-        if ev.resolved is not None and ev.resolved.parent is not None:
-            await self._link_parent(run, ev.resolved.parent.run_name)
+        if ev.resolved is not None and ev.parent_run is not None:
+            await self._link_parent(run, ev.parent_run)
         out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=ev.agent_name,
                          resolved=ev.resolved, problem=str(ev.problem) if ev.problem else None,
                          problem_is_policy=isinstance(ev.problem, PolicyViolation), ignored=ev.ignored)
@@ -227,17 +227,14 @@ class KubeActivities:
             return False
         return True
 
-    async def _link_parent(self, run: dict[str, Any], parent_name: str) -> None:
+    async def _link_parent(self, run: dict[str, Any], parent_obj: dict[str, Any]) -> None:
         """A sub-agent is labelled with its parent (`sympozium.ai/parent-run`, as Sympozium names it) and owned by
         it, so the parent's children are one label selector away and deleting the parent deletes (and so cancels)
         them through the garbage collector."""
         m = run["metadata"]
         refs = list(m.get("ownerReferences") or [])
+        parent_name, uid = parent_obj["metadata"]["name"], parent_obj["metadata"]["uid"]
         labelled = (m.get("labels") or {}).get(LABEL_PARENT_RUN) == parent_name
-        parent_obj = await self._reader(m["namespace"])("agentruns", parent_name)
-        if parent_obj is None:
-            return
-        uid = parent_obj["metadata"]["uid"]
         if not (labelled and any(r.get("uid") == uid for r in refs)):
             refs = [r for r in refs if r.get("uid") != uid] + [
                 {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun", "name": parent_name, "uid": uid,

@@ -45,6 +45,8 @@ class Evaluation:
     policy: PolicyRules | None = None
     # Fields of the run, its Agent or policy that have no effect here (models/compat.py): warned about, noted.
     ignored: list[str] = field(default_factory=list)
+    # A sub-agent's parent run as the limit check read it (with `list_runs`), for the worker to link the child to.
+    parent_run: dict[str, Any] | None = None
 
 
 def agent_name_of(run: dict[str, Any]) -> str:
@@ -92,11 +94,12 @@ def _created(obj: dict[str, Any]) -> tuple[str, str]:
 
 
 async def _check_parent(run: dict[str, Any], resolved: ResolvedRun, policy: PolicyRules | None, read: Reader,
-                        list_runs: RunLister) -> None:
-    """A sub-agent against its parent run's Agent's `subagents` limits and the siblings created before it."""
+                        list_runs: RunLister) -> dict[str, Any] | None:
+    """A sub-agent against its parent run's Agent's `subagents` limits and the siblings created before it; the
+    parent run, or None for a run that is not a sub-agent."""
     parent = resolved.parent
     if parent is None:
-        return
+        return None
     parent_obj = await read("agentruns", parent.run_name)
     if parent_obj is None:
         raise FieldProblem("spec.parent.runName", f'parent AgentRun "{parent.run_name}" not found in namespace '
@@ -112,6 +115,7 @@ async def _check_parent(run: dict[str, Any], resolved: ResolvedRun, policy: Poli
                        and (r.get("metadata") or {}).get("uid") != uid and _created(r) < me), key=_created)
     check_subagent_limits(resolved, parent_agent=parent_agent_name, limits=normalize_agent(parent_agent).subagents,
                           siblings=siblings, policy=policy)
+    return parent_obj
 
 
 async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str, list_runs: RunLister | None = None,
@@ -152,7 +156,7 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str,
                 out.resolved.skills, packs, policy=out.policy,
                 field="spec.skills" if own else f'Agent "{out.agent_name}" spec.skills')
             if list_runs is not None:
-                await _check_parent(run, out.resolved, out.policy, read, list_runs)
+                out.parent_run = await _check_parent(run, out.resolved, out.policy, read, list_runs)
             rc = out.resolved.runtime_class_name
             if rc and runtime_class_exists is not None and not await runtime_class_exists(rc):
                 raise FieldProblem(SANDBOX_FIELD, f'RuntimeClass "{rc}" not found in the cluster: the agent pod could '
