@@ -211,6 +211,10 @@ class PolicyRules(K8sModel):
     max_cpu: str = ""
     max_memory: str = ""
 
+    def named(self) -> str:
+        """How a refusal names this policy: `policy "strict"`, with its template when it has one."""
+        return f'policy "{self.name}"' + (f" (template {self.template})" if self.template else "")
+
     def image_allowed(self, image: str) -> bool:
         """imagePolicy.allowedRegistries: a prefix match; no list allows every image."""
         return not self.allowed_registries or any(image.startswith(p) for p in self.allowed_registries)

@@ -233,7 +233,7 @@ def _resources(spec: AgentRunSpec, agent: AgentProfile, policy: PolicyRules | No
                   (agent.sandbox.resources if agent.sandbox else None, "agent spec.agents.default.sandbox.resources"),
                   (agent.resources, "agent spec.agents.default.resources")]
     asked = [(parse_resources(r.wire() if r else None, field), field) for r, field in candidates]
-    caps = Caps(cpu=policy.max_cpu, memory=policy.max_memory, where=_where(policy)) if policy is not None else None
+    caps = Caps(cpu=policy.max_cpu, memory=policy.max_memory, where=policy.named()) if policy is not None else None
     return resolve_resources(asked, AGENT_DEFAULT, caps), resolve_resources([], HOOK_DEFAULT, caps)
 
 
@@ -264,7 +264,7 @@ def _sandboxes(sandbox: SandboxSpec | None, agent_sandbox: AgentSandboxSpec | No
     sidecar = None
     if sandbox is not None and sandbox.enabled:
         runtime_class = runtime_class or sandbox.runtime_class
-        caps = Caps(cpu=policy.max_cpu, memory=policy.max_memory, where=_where(policy)) if policy is not None else None
+        caps = Caps(cpu=policy.max_cpu, memory=policy.max_memory, where=policy.named()) if policy is not None else None
         sidecar = SandboxSidecar(image=sandbox.image or (policy.sandbox_default_image if policy else "")
                                  or DEFAULT_SANDBOX_IMAGE,
                                  image_pull_policy=sandbox.image_pull_policy,
@@ -323,7 +323,7 @@ def resolve_run(
                                   f"{', '.join(ALWAYS_DENIED_ENV)})")
         if policy is not None and key in policy.denied_env:
             raise PolicyViolation(f"spec.env.{key}",
-                                  f"setting {key} is not allowed by {_where(policy)}, rule deniedEnv")
+                                  f"setting {key} is not allowed by {policy.named()}, rule deniedEnv")
     model = agent.model.model_copy(deep=True)
     if spec.model is not None:
         for name in ("provider", "model", "base_url", "thinking", "auth_secret_ref"):
@@ -395,13 +395,9 @@ def _check_provider(model: ModelSpec, run_provider: str, agent: AgentProfile) ->
     raise FieldProblem(field, problem)
 
 
-def _where(policy: PolicyRules) -> str:
-    return f'policy "{policy.name}"' + (f" (template {policy.template})" if policy.template else "")
-
-
 def check_policy(run: ResolvedRun, policy: PolicyRules) -> None:
     """The SympoziumPolicy rules that refuse a run outright (SPEC §1.5); each message names the rule."""
-    where = _where(policy)
+    where = policy.named()
     for i, tool in enumerate(run.tool_policy.allow):
         field = f"spec.toolPolicy.allow[{i}]"
         if tool in policy.denied_tools:

@@ -91,7 +91,7 @@ def resolve_skills(refs: list[SkillRef], packs: dict[str, dict[str, object]], *,
         spec = parse(SkillPackSpec, obj.get("spec") or {}, f'SkillPack "{name}" spec')
         sidecar = _sidecar(spec.sidecar) if spec.sidecar is not None and spec.sidecar.image else None
         if sidecar is not None and policy is not None:
-            where = f'policy "{policy.name}"' + (f" (template {policy.template})" if policy.template else "")
+            where = policy.named()
             if not policy.image_allowed(sidecar.image):
                 raise PolicyViolation(f"{at}.skillPackRef",
                                       f'SkillPack "{name}" sidecar image "{sidecar.image}" is not from a registry '
