@@ -7,6 +7,7 @@ Temporal Schedule, never wall-clock waits of minutes.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -149,27 +150,54 @@ async def test_two_bridges_never_create_two_runs_for_one_tick(stack: Stack, name
 
 async def test_forbid_skips_ticks_while_a_run_is_active_and_resumes_after(
         stack: Stack, namespace: str, record: Record, temporal_client: Client) -> None:
-    stack.create(namespace, "agents", agent())
+    # Each run waits at a manual gate until the test approves it, so it is active for as long as the test
+    # needs, however slowly a loaded machine hands the triggers to Temporal's scheduler.
+    stack.create(namespace, "agents", agent(lifecycle={"postRun": [HOLD_GATE], "gateTimeout": "10m"}))
     runs = record(namespace, "agentruns")
-    stack.create(namespace, PLURAL, schedule("solo", QUIET_CRON, task="sleep:4", firstTick="afterInterval"))
+    stack.create(namespace, PLURAL, schedule("solo", QUIET_CRON, firstTick="afterInterval"))
     wait_status(stack, namespace, "solo", "Active", lambda s: s.get("phase") == "Active")
     handle = handle_of(temporal_client, stack, namespace, "solo")
     await handle.trigger()
     first = wait_for(lambda: next(iter(runs_of(stack, namespace, "solo")), None), timeout=20, what="the first run")
-    stack.wait_phase(namespace, first["metadata"]["name"], {"Running"}, timeout=20)
+    _wait_gate_pending(stack, namespace, first["metadata"]["name"])
     await handle.trigger()
     await handle.trigger()
-    await wait_for_async(lambda: _skipped(handle, 2), timeout=20, what="two skipped ticks")
+    try:
+        await wait_for_async(lambda: _skipped(handle, 2), timeout=60, what="two skipped ticks")
+    except AssertionError as e:
+        info = (await handle.describe()).info
+        raise AssertionError(f"{e}; schedule: {info.num_actions} actions, {info.num_actions_skipped_overlap} "
+                             f"skipped, running {info.running_actions}, first run "
+                             f"{(stack.get_run(namespace, first['metadata']['name']) or {}).get('status')}") from e
     assert [r["metadata"]["name"] for r in runs_of(stack, namespace, "solo")] == [first["metadata"]["name"]]
-    stack.wait_phase(namespace, first["metadata"]["name"], timeout=30)
+    _approve(stack, namespace, first["metadata"]["name"])
+    assert phase(stack.wait_phase(namespace, first["metadata"]["name"], timeout=30)) == "Succeeded"
     await wait_for_async(lambda: _no_running_ticks(temporal_client, namespace, "solo"), timeout=30,
                          what="the first tick to close")
     await handle.trigger()
     second = wait_for(lambda: (lambda rs: rs[1] if len(rs) == 2 else None)(runs_of(stack, namespace, "solo")),
                       timeout=20, what="a second run after the first ended")
-    stack.wait_phase(namespace, second["metadata"]["name"], timeout=30)
+    _wait_gate_pending(stack, namespace, second["metadata"]["name"])
+    _approve(stack, namespace, second["metadata"]["name"])
+    assert phase(stack.wait_phase(namespace, second["metadata"]["name"], timeout=30)) == "Succeeded"
     # Never two at once: the second was created only after the first was terminal.
     assert _max_active(runs) == 1
+
+
+# A gate hook that leaves the run waiting for a verdict (SPEC §4).
+HOLD_GATE = {"name": "hold", "image": "busybox:1.36", "gate": True, "command": ["sh", "-c", "true"]}
+
+
+def _wait_gate_pending(stack: Stack, ns: str, name: str) -> None:
+    wait_for(lambda: ((stack.get_run(ns, name) or {}).get("status") or {}).get("gate", {}).get("state") == "pending",
+             timeout=60, what=f"run {name} to wait at its gate")
+
+
+def _approve(stack: Stack, ns: str, name: str) -> None:
+    """The Sympozium way of giving a verdict: an annotation on the run, which the bridge forwards."""
+    stack.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, ns, "agentruns", name,
+        {"metadata": {"annotations": {"sympozium.ai/gate-verdict": json.dumps({"action": "approve"})}}})
 
 
 async def _skipped(handle: ScheduleHandle, n: int) -> bool:
