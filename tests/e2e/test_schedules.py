@@ -224,9 +224,10 @@ def _max_active(rec: Any) -> int:
 
 
 async def test_allow_overlaps_runs(stack: Stack, namespace: str, record: Record, temporal_client: Client) -> None:
-    stack.create(namespace, "agents", agent())
+    # The runs wait at a manual gate until the test approves them: the first is still active when the second starts.
+    stack.create(namespace, "agents", agent(lifecycle={"postRun": [HOLD_GATE], "gateTimeout": "10m"}))
     runs = record(namespace, "agentruns")
-    stack.create(namespace, PLURAL, schedule("many", QUIET_CRON, task="sleep:3", concurrencyPolicy="Allow",
+    stack.create(namespace, PLURAL, schedule("many", QUIET_CRON, concurrencyPolicy="Allow",
                                              firstTick="afterInterval"))
     wait_status(stack, namespace, "many", "Active", lambda s: s.get("phase") == "Active")
     handle = handle_of(temporal_client, stack, namespace, "many")
@@ -237,6 +238,9 @@ async def test_allow_overlaps_runs(stack: Stack, namespace: str, record: Record,
     both = wait_for(lambda: (lambda rs: rs if len(rs) == 2 else None)(runs_of(stack, namespace, "many")),
                     timeout=20, what="a second, overlapping run")
     for r in both:
+        _wait_gate_pending(stack, namespace, r["metadata"]["name"])
+    for r in both:
+        _approve(stack, namespace, r["metadata"]["name"])
         assert phase(stack.wait_phase(namespace, r["metadata"]["name"], timeout=30)) == "Succeeded"
     assert _max_active(runs) == 2
 
