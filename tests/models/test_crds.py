@@ -33,6 +33,13 @@ def test_manifests_on_disk_match_the_models(directory: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(all_crds()))
+def test_manifests_spell_out_shared_schemas_without_yaml_aliases(name: str) -> None:
+    text = (CRD_DIR / name).read_text()
+    assert not [e for e in yaml.parse(text) if isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None)]
+    assert yaml.safe_load(text) == all_crds()[name]
+
+
+@pytest.mark.parametrize("name", sorted(all_crds()))
 def test_every_crd_schema_is_structural(name: str) -> None:
     schema = all_crds()[name]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert check_structural(schema) == []
