@@ -16,7 +16,7 @@ from typing import Any
 from models.base import FieldProblem, parse
 from models.kube import Conflict, Kube, NotFound
 from models.names import API_VERSION, GROUP, LABEL_MANAGED, MANAGED_BY, VERSION
-from models.run import ConditionType
+from models.run import ConditionType, Reason
 from models.skillpack import SkillPackSpec, skill_files, skill_pack_warnings
 from models.skills import SKILLPACKS
 
@@ -62,8 +62,8 @@ class SkillPackSync:
                            generation=generation)]
         ignored = skill_pack_warnings(spec)
         if ignored:
-            conds.append(condition(old, ConditionType.FIELDS_IGNORED, "True", reason="NoEffect",
-                                   message="stored, no effect in agentrun: " + ", ".join(ignored),
+            conds.append(condition(old, ConditionType.FIELDS_IGNORED, "True", reason=Reason.NO_EFFECT_HERE,
+                                   message="no effect here: " + ", ".join(ignored),
                                    generation=generation))
         await self._status(obj, {"phase": "Ready" if problem is None else "Error",
                                  "configMapName": name, "skillCount": len(spec.skills), "conditions": conds})

@@ -77,6 +77,7 @@ def test_a_skill_pack_applies_strictly_whole_and_its_configmap_follows_its_edits
     assert (status["phase"], status["configMapName"], status["skillCount"]) == ("Ready", "ops-toolkit", 2)
     ignored = next(c for c in status["conditions"] if c["type"] == "FieldsIgnored")
     assert "spec.sidecar.clusterRBAC" in ignored["message"] and "spec.sidecar.hostAccess" in ignored["message"]
+    assert ignored["reason"] == "NoEffectHere"  # as on runs and the other packs
 
     # An edit: one skill rewritten, one removed; the ConfigMap holds exactly the new files.
     patch = [{"op": "replace", "path": "/spec/skills", "value": [{"name": "triage", "content": "v2"}]}]
