@@ -102,7 +102,8 @@ class ScheduleSync:
         key = (ref.uid, int(meta.get("generation") or 1))
         if key in self._synced:
             return
-        await self._ensure_finalizer(obj)
+        if not await self._ensure_finalizer(obj):
+            return  # changed or deleted since this version: the newer one arrives as its own event
         try:
             plan = plan_schedule(parse(ScheduleSpec, obj.get("spec") or {}, "spec"))
         except FieldProblem as p:
@@ -191,13 +192,19 @@ class ScheduleSync:
             if e.status != RPCStatusCode.NOT_FOUND:
                 raise
 
-    async def _ensure_finalizer(self, obj: dict[str, Any]) -> None:
+    async def _ensure_finalizer(self, obj: dict[str, Any]) -> bool:
+        """The finalizer on this version of the object; False when the object changed or went meanwhile."""
         m = obj["metadata"]
         patch = finalizer_added(m, SCHEDULE_FINALIZER)
         if patch is None:
-            return
-        await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], SCHEDULES,
-                             m["name"], patch, action=f"add finalizer to SympoziumSchedule {m['namespace']}/{m['name']}")
+            return True
+        try:
+            await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"],
+                                 SCHEDULES, m["name"], patch,
+                                 action=f"add finalizer to SympoziumSchedule {m['namespace']}/{m['name']}")
+        except (Conflict, NotFound):
+            return False
+        return True
 
     async def _write_status(self, ref: ScheduleRef, fields: dict[str, Any]) -> None:
         try:
