@@ -1,6 +1,7 @@
 """The admission webhooks for AgentRuns (SPEC §1.5, §4): validating `POST /admission/agentruns` and mutating
-`POST /admission/agentruns/mutate`; and for Agents, validating `POST /admission/agents` (no escalation through their
-lifecycle RBAC defaults, api/escalation.py).
+`POST /admission/agentruns/mutate`; for Agents, validating `POST /admission/agents` (no escalation through their
+lifecycle RBAC defaults, api/escalation.py); and for SkillPacks, PersonaPacks, Ensembles and Models, validating
+`POST /admission/definitions`, which refuses nothing and warns of the fields that have no effect here.
 
 The kube-apiserver calls it over TLS (deploy/webhook.yaml), so it lives outside `/api/` and takes
 no bearer token. It answers AdmissionReview `admission.k8s.io/v1` with the same evaluation the
@@ -54,22 +55,28 @@ from pydantic.alias_generators import to_camel
 
 from models.agent import normalize_agent
 from models.agentrun import RBACRule
-from models.base import FieldProblem, PolicyViolation
+from models.base import FieldProblem, PolicyViolation, parse
 from models.compat import AGENT_IGNORED, Unsupported, check_agent_backend, ignored_in
 from models.evaluate import Reader, evaluate_run
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.informer import Informer
 from models.kube import Kube, KubeError, NotFound
+from models.model import NOT_OFFERED
 from models.names import (
     ADMISSION_AGENTS_PATH,
+    ADMISSION_DEFINITIONS_PATH,
     ADMISSION_MUTATE_PATH,
     ADMISSION_VALIDATE_PATH,
     ANNOTATION_CREATED_BY,
+    DEFINITION_KINDS,
     GROUP,
     VERSION,
 )
+from models.personas import PackKind, read_pack
+from models.personas import ignored_fields as pack_ignored_fields
 from models.policy import Refusal
 from models.resolve import approval_tools
+from models.skillpack import SkillPackSpec, skill_pack_warnings
 
 from .authority import Unreadable, gate_authority, record_refusal
 from .deps import State, StateDep
@@ -491,6 +498,40 @@ async def admit_agent(request: Request, state: StateDep) -> dict[str, Any]:
     """Validate an Agent CREATE or UPDATE: its lifecycle RBAC defaults may grant only what the writer holds."""
     review = parse_review(await request.body())
     return _answer(await decide_agent(state, review.request))
+
+
+def definition_warnings(plural: str, obj: dict[str, Any]) -> list[str]:
+    """What kubectl should print for a pack or a Model: the fields stored without effect here, as the bridge writes
+    them into the object's FieldsIgnored condition (a Model as a whole). A malformed spec gets no warning here: the
+    API server's schema refuses it, or the bridge's status names the field."""
+    kind = DEFINITION_KINDS[plural]
+    if kind == "Model":
+        return [f"Model: {NOT_OFFERED}"]
+    try:
+        if kind == "SkillPack":
+            fields = skill_pack_warnings(parse(SkillPackSpec, obj.get("spec") or {}, "spec"))
+        else:
+            fields = pack_ignored_fields(read_pack(cast(PackKind, kind), obj))
+    except FieldProblem:
+        return []
+    return [f"{f}: has no effect here" for f in fields]
+
+
+def decide_definition(req: AdmissionRequest) -> AdmissionResponse:
+    if req.resource.group != GROUP or req.resource.resource not in DEFINITION_KINDS:
+        raise _bad(f"this webhook admits {GROUP} {', '.join(DEFINITION_KINDS)}, not {req.resource.group or 'core'} "
+                   f"{req.resource.resource!r}")
+    if req.sub_resource or req.operation not in ("CREATE", "UPDATE") or req.obj is None:
+        return _allow(req.uid)
+    return _allow(req.uid, definition_warnings(req.resource.resource, req.obj))
+
+
+@router.post(ADMISSION_DEFINITIONS_PATH,
+             responses={400: {"description": "not an AdmissionReview v1 for a pack or a Model"}})
+async def admit_definition(request: Request) -> dict[str, Any]:
+    """Admit a SkillPack, PersonaPack, Ensemble or Model, warning of the fields that have no effect here."""
+    review = parse_review(await request.body())
+    return _answer(decide_definition(review.request))
 
 
 @router.post(ADMISSION_MUTATE_PATH, responses={400: {"description": "not an AdmissionReview v1 for agentruns"}})

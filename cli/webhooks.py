@@ -17,8 +17,10 @@ from kubernetes import client
 from models.kube import Conflict, typed_errors
 from models.names import (
     ADMISSION_AGENTS_PATH,
+    ADMISSION_DEFINITIONS_PATH,
     ADMISSION_MUTATE_PATH,
     ADMISSION_VALIDATE_PATH,
+    DEFINITION_KINDS,
     GROUP,
     VERSION,
     WEBHOOK_CONFIGURATION,
@@ -52,7 +54,7 @@ def configurations(base_url: str, ca_pem: str, *, name: str = WEBHOOK_CONFIGURAT
                    failure_policy: str = "Ignore", verdict_failure_policy: str = "Fail") -> list[dict[str, Any]]:
     """The ValidatingWebhookConfiguration and the MutatingWebhookConfiguration for the API at `base_url` (HTTPS,
     its certificate signed by `ca_pem`), with the chart's failure policies by default; and the Agents' validating
-    configuration (`<name>-agents`: their lifecycle RBAC defaults)."""
+    configuration (`<name>-agents`: their lifecycle RBAC defaults, and the warnings for packs and Models)."""
     meta = {"name": name, "labels": {"app.kubernetes.io/part-of": "agentrun"}}
     validate, mutate = base_url + ADMISSION_VALIDATE_PATH, base_url + ADMISSION_MUTATE_PATH
     return [
@@ -71,7 +73,11 @@ def configurations(base_url: str, ca_pem: str, *, name: str = WEBHOOK_CONFIGURAT
          "metadata": {**meta, "name": f"{name}-agents"},
          "webhooks": [_hook("agents.escalation.agentrun.dev", base_url + ADMISSION_AGENTS_PATH, ca_pem,
                             ["CREATE", "UPDATE"], failure_policy, namespace_selector,
-                            resources=("agents", "sympoziuminstances"), sideEffects="None")]},
+                            resources=("agents", "sympoziuminstances"), sideEffects="None"),
+                      # Warnings only, so never Fail: a webhook that cannot warn must not block a write.
+                      _hook("definitions.warnings.agentrun.dev", base_url + ADMISSION_DEFINITIONS_PATH, ca_pem,
+                            ["CREATE", "UPDATE"], "Ignore", namespace_selector,
+                            resources=tuple(DEFINITION_KINDS), sideEffects="None")]},
     ]
 
 

@@ -53,6 +53,12 @@ WEBHOOK_CONFIGURATION = "agentrun-agentruns"
 # The validating webhook for Agents (and SympoziumInstances): their lifecycle defaults grant their runs' hooks RBAC,
 # so whoever sets them must hold it (api/escalation.py); registered as a configuration of its own, `<name>-agents`.
 ADMISSION_AGENTS_PATH = "/admission/agents"
+# The validating webhook for the kinds agentrun stores but acts on only in part (SkillPacks, PersonaPacks, Ensembles,
+# Models): it refuses nothing and only warns (kubectl prints `Warning: ...`) of the fields without effect here; a
+# second webhook of the `<name>-agents` configuration, always failurePolicy Ignore.
+ADMISSION_DEFINITIONS_PATH = "/admission/definitions"
+DEFINITION_KINDS = {"skillpacks": "SkillPack", "personapacks": "PersonaPack", "ensembles": "Ensemble",
+                    "models": "Model"}
 
 # The run's finalizer: the worker removes it once the run's objects are cleaned up.
 RUN_FINALIZER = "agentrun.dev/cleanup"

@@ -405,7 +405,7 @@ def test_the_agents_webhook_is_registered_for_agent_kinds_beside_the_runs_webhoo
     config = next(c for c in of(docs, "ValidatingWebhookConfiguration")
                   if c["metadata"]["name"] == "agentrun-agentruns-agents")
     secret = next(s for s in of(docs, "Secret") if s["metadata"]["name"] == "agentrun-webhook-tls")
-    [hook] = config["webhooks"]
+    hook, warnings = config["webhooks"]
     assert hook["name"] == "agents.escalation.agentrun.dev" and hook["failurePolicy"] == "Ignore"
     assert hook["clientConfig"]["service"] == {"name": "agentrun-api", "namespace": NS, "port": 443,
                                               "path": "/admission/agents"}
@@ -414,3 +414,8 @@ def test_the_agents_webhook_is_registered_for_agent_kinds_beside_the_runs_webhoo
                               "resources": ["agents", "sympoziuminstances"], "operations": ["CREATE", "UPDATE"],
                               "scope": "Namespaced"}]
     assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a"]
+    # Beside it, the warnings-only webhook for packs and Models: never Fail, whatever webhook.failurePolicy says.
+    assert warnings["name"] == "definitions.warnings.agentrun.dev" and warnings["failurePolicy"] == "Ignore"
+    assert warnings["clientConfig"]["service"]["path"] == "/admission/definitions"
+    assert warnings["rules"][0]["resources"] == ["skillpacks", "personapacks", "ensembles", "models"]
+    assert warnings["namespaceSelector"] == hook["namespaceSelector"]

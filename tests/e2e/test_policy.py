@@ -305,6 +305,16 @@ def test_sympozium_fields_with_no_effect_warn_at_kubectl_apply_and_mark_the_run(
         assert cond["message"].startswith("spec.dryRun: has no effect here") and 'Agent "chatty" spec.channels' \
             in cond["message"]
 
+        # Packs and Models are admitted with warnings too (the bridge writes the same into their status).
+        fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "sympozium"
+        for fixture, said in (("skillpack.yaml", "Warning: spec.sidecar.clusterRBAC: has no effect here"),
+                              ("model.yaml", "Warning: Model: agentrun does not download or serve models")):
+            doc = yaml.safe_load((fixtures / fixture).read_text())
+            doc["metadata"]["namespace"] = ns
+            out = kubectl("apply", "--validate=strict", "-f", "-", input=yaml.safe_dump(doc))
+            assert out.returncode == 0, out.stderr
+            assert said in out.stderr, out.stderr
+
         for name, spec, field in (("served", {"mode": "server"}, "spec.mode"),
                                   ("warm", {"agentSandbox": {"enabled": True, "warmPoolRef": "pool"}},
                                    "spec.agentSandbox.warmPoolRef")):
