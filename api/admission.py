@@ -57,7 +57,7 @@ from models.agent import normalize_agent
 from models.agentrun import RBACRule
 from models.base import FieldProblem, PolicyViolation, parse
 from models.compat import AGENT_IGNORED, Unsupported, check_agent_backend, ignored_in
-from models.evaluate import Reader, evaluate_run
+from models.evaluate import Reader, RunLister, evaluate_run
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.informer import Informer
 from models.kube import Kube, KubeError, NotFound
@@ -204,6 +204,18 @@ def reader(kube: Kube, ns: str, view: Informer | None = None) -> Reader:
     return read
 
 
+def run_lister(kube: Kube, ns: str) -> RunLister:
+    """Lists the namespace's runs, for a sub-agent's limits (asked only for runs with `spec.parent`)."""
+    async def list_runs() -> list[dict[str, Any]]:
+        try:
+            out = await kube.call(kube.custom.list_namespaced_custom_object, GROUP, VERSION, ns, "agentruns",
+                                  _request_timeout=READ_TIMEOUT_SECONDS, action=f"list agentruns in {ns}")
+        except KubeError as e:
+            raise Unreadable(str(e)) from e
+        return cast(list[dict[str, Any]], out.get("items") or [])
+    return list_runs
+
+
 def _allow(uid: str, warnings: list[str] | None = None) -> AdmissionResponse:
     return AdmissionResponse(uid=uid, allowed=True, warnings=warnings or None)
 
@@ -345,7 +357,10 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     started = loop.time()
     try:
         async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
-            ev = await evaluate_run(run, read=reader(state.kube, ns, state.definitions), default_image=state.settings.agent_image)
+            # A sub-agent is checked against its parent's limits here too, so kubectl is refused at once; the
+            # worker's check at start stays the one that holds when two children are created at the same time.
+            ev = await evaluate_run(run, read=reader(state.kube, ns, state.definitions),
+                                    default_image=state.settings.agent_image, list_runs=run_lister(state.kube, ns))
     except TimeoutError:
         log.warning("refused AgentRun %s: reading its Agent and policy took over %ss", who, EVALUATE_TIMEOUT_SECONDS)
         return _refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run against its Agent's policy, so it "

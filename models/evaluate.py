@@ -88,9 +88,13 @@ def policy_not_found(name: str, namespace: str) -> FieldProblem:
                                            f"{builtin}")
 
 
+# Sorts after every RFC 3339 time: a run not stored yet (at admission) was created after every stored one.
+NOT_YET_CREATED = "~"
+
+
 def _created(obj: dict[str, Any]) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
-    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+    return str(meta.get("creationTimestamp") or NOT_YET_CREATED), str(meta.get("name") or "")
 
 
 async def _check_parent(run: dict[str, Any], resolved: ResolvedRun, policy: PolicyRules | None, read: Reader,

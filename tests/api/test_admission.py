@@ -80,6 +80,8 @@ def ns(localkube: Handle) -> Iterator[str]:
         # the legacy kind and shape: provider block, policy named under spec.policy
         ("sympoziuminstances", _obj("SympoziumInstance", "legacy", {
             "provider": {"name": "openai", "model": "gpt-4o", "apiKeySecret": "key"}, "policy": "strict"})),
+        # COMPLIANT's parent run (a sub-agent's parent must exist, or the run would fail at start)
+        ("agentruns", _obj("AgentRun", "up", {"agentRef": "free", "task": "plan"})),
     ]:
         custom.create_namespaced_custom_object(G, V, name, plural, body)
     # The reviews' user holds what COMPLIANT's lifecycle.rbac grants (no escalation: api/escalation.py).
@@ -476,3 +478,40 @@ async def test_the_agents_webhook_warns_about_fields_with_no_effect_and_refuses_
     resp = (await webhook.post("/admission/agents", json=agent_review(ns, warm))).json()["response"]
     assert resp["allowed"] is False and resp["status"]["code"] == 403
     assert resp["status"]["message"].startswith("spec.agents.default.agentSandbox.warmPool: warm pools")
+
+
+async def test_a_sub_agent_beyond_its_parents_limits_is_refused_at_admission(
+        webhook: httpx.AsyncClient, localkube: Handle) -> None:
+    """The parent's Agent allows one child: with one stored, kubectl is refused a second at once (the worker's check
+    at start still holds for children created at the same moment)."""
+    install_crds(localkube.kubeconfig)
+    api = config.new_client_from_config(str(localkube.kubeconfig))
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    ns = f"sub-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})  # type: ignore[arg-type]
+    try:
+        custom.create_namespaced_custom_object(G, V, ns, "agents", _obj("Agent", "lead", {"agents": {"default": {
+            "model": "m", "subagents": {"maxDepth": 1, "maxChildrenPerAgent": 1}}}}))
+        parent = {"agentRef": "lead", "task": "plan"}
+        custom.create_namespaced_custom_object(G, V, ns, "agentruns", {**run(ns, "lead", parent, name="boss"),
+                                                                       "metadata": {"name": "boss"}})
+        child: dict[str, Any] = {"task": "part", "parent": {"runName": "boss", "sessionKey": "s", "spawnDepth": 1}}
+        first = run(ns, "lead", child, name="part-1")
+        del first["metadata"]["uid"]  # a CREATE: not stored yet
+        assert (await admit(webhook, review(ns, first)))["allowed"] is True
+        custom.create_namespaced_custom_object(G, V, ns, "agentruns", {**first, "metadata": {"name": "part-1"}})
+
+        second = run(ns, "lead", child, name="part-2")
+        del second["metadata"]["uid"]
+        assert_refused(await admit(webhook, review(ns, second)), "spec.parent.runName",
+                       'parent run "boss" already has 1 sub-agents', "maxChildrenPerAgent")
+        too_deep = run(ns, "lead", {**child, "parent": {**child["parent"], "spawnDepth": 2}}, name="deep")
+        assert_refused(await admit(webhook, review(ns, too_deep)), "spec.parent.spawnDepth",
+                       "exceeds the maximum 1", "maxDepth")
+        # A parent not stored yet (applied in the same kubectl apply, say) is not a refusal: the run fails at start.
+        orphan = run(ns, "lead", {**child, "parent": {**child["parent"], "runName": "later"}}, name="orphan")
+        out = await admit(webhook, review(ns, orphan))
+        assert out["allowed"] is True and 'parent AgentRun "later" not found' in out["warnings"][0], out
+    finally:
+        core.delete_namespace(ns)
+        api.close()
