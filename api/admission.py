@@ -393,7 +393,9 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     if ev.resolved is not None and ev.policy is not None:
         warnings = [f'tool "{t}" needs approval under policy "{ev.policy.name}" (toolGating action: ask)'
                     for t in approval_tools(ev.resolved, ev.policy)]
-    return _allow(req.uid, [*warnings, *ev.ignored])
+    # A SkillPack that does not exist is skipped, as Sympozium does (models/skills.py); the writer hears of it here.
+    skipped = [f"{m}: skipped, the run starts without it" for m in ev.missing_packs]
+    return _allow(req.uid, [*warnings, *skipped, *ev.ignored])
 
 
 # -- the mutating webhook ----------------------------------------------------------------------------------------

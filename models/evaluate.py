@@ -19,7 +19,7 @@ from .compat import check_agent_backend, ignored_fields
 from .names import API_VERSION, POLICIES
 from .policy import TEMPLATES, PolicyRules, normalize_policy
 from .resolve import SANDBOX_FIELD, ResolvedRun, check_subagent_limits, resolve_run
-from .skills import SKILLPACKS, resolve_skills, skill_pack_names
+from .skills import SKILLPACKS, missing_packs, resolve_skills, skill_pack_names
 
 # (plural, name) → the object in the run's namespace, or None if it does not exist; other
 # errors propagate.
@@ -45,6 +45,8 @@ class Evaluation:
     policy: PolicyRules | None = None
     # Fields of the run, its Agent or policy that have no effect here (models/compat.py): warned about, noted.
     ignored: list[str] = field(default_factory=list)
+    # The SkillPacks its skills name that do not exist (skipped, as Sympozium does), each as "<field>: <name>".
+    missing_packs: list[str] = field(default_factory=list)
     # A sub-agent's parent run as the limit check read it (with `list_runs`), for the worker to link the child to.
     parent_run: dict[str, Any] | None = None
 
@@ -156,9 +158,10 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str,
                 obj = await read(SKILLPACKS, name)
                 if obj is not None:
                     packs[name] = obj
-            out.resolved.skill_packs = resolve_skills(
-                out.resolved.skills, packs, policy=out.policy,
-                field="spec.skills" if own else f'Agent "{out.agent_name}" spec.skills')
+            skills_field = "spec.skills" if own else f'Agent "{out.agent_name}" spec.skills'
+            out.resolved.skill_packs = resolve_skills(out.resolved.skills, packs, policy=out.policy, field=skills_field)
+            out.missing_packs = [f'{skills_field}: SkillPack "{n}" not found in namespace "{ns}"'
+                                 for n in missing_packs(out.resolved.skills, packs)]
             if list_runs is not None:
                 out.parent_run = await _check_parent(run, out.resolved, out.policy, read, list_runs)
             rc = out.resolved.runtime_class_name

@@ -68,6 +68,13 @@ def skill_pack_names(refs: list[SkillRef]) -> list[str]:
     return out
 
 
+def missing_packs(refs: list[SkillRef], packs: dict[str, dict[str, object]]) -> list[str]:
+    """The `skillPackRef`s that name no SkillPack in `packs` (as given, or without the ConfigMap prefix): skipped by
+    `resolve_skills`, and worth a warning at admission."""
+    return [r.skill_pack_ref for r in refs if r.skill_pack_ref and r.skill_pack_ref not in packs
+            and r.skill_pack_ref.removeprefix(CONFIGMAP_PREFIX) not in packs]
+
+
 def resolve_skills(refs: list[SkillRef], packs: dict[str, dict[str, object]], *, field: str,
                    policy: PolicyRules | None = None) -> list[ResolvedSkillPack]:
     """`packs`: the SkillPack objects found, by name. Raises FieldProblem (PolicyViolation for a policy rule)."""

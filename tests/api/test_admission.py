@@ -515,3 +515,12 @@ async def test_a_sub_agent_beyond_its_parents_limits_is_refused_at_admission(
     finally:
         core.delete_namespace(ns)
         api.close()
+
+
+async def test_a_skill_pack_that_does_not_exist_is_admitted_with_a_warning_naming_it(
+        webhook: httpx.AsyncClient, ns: str) -> None:
+    spec = {"task": "t", "skills": [{"skillPackRef": "skillpack-k8s-ops"}, {"configMapRef": "my-skills"}]}
+    out = await admit(webhook, review(ns, run(ns, "free", spec)))
+    assert out["allowed"] is True, out
+    assert out["warnings"] == [f'spec.skills: SkillPack "skillpack-k8s-ops" not found in namespace "{ns}": skipped, '
+                               "the run starts without it"], out
