@@ -184,6 +184,8 @@ def _hook_container(hook: ResolvedHook, component: Component, env: list[Manifest
 def _job(run: ResolvedRun, component: Component, *, workflow_id: str, pod_spec: Manifest,
          deadline_seconds: int, attempt: int = 1) -> Manifest:
     name = job_name(run, component, attempt)
+    if run.image_pull_secrets:  # every pod of the run: hooks' images may be as private as the agent's
+        pod_spec = {**pod_spec, "imagePullSecrets": [{"name": n} for n in run.image_pull_secrets]}
     spec: Manifest = {
         "backoffLimit": 0,
         "activeDeadlineSeconds": max(1, deadline_seconds),

@@ -209,6 +209,8 @@ class AgentProfile(K8sModel):
     resources: Resources | None = None
     sandbox: SandboxSpec | None = None
     agent_sandbox: AgentSandboxDefaults | None = None
+    # Secrets the kubelet pulls its runs' images with (spec.imagePullSecrets), for runs that name none themselves.
+    image_pull_secrets: list[str] = Field(default_factory=list)
 
 
 def _skills(raw: list[Any], prefix: str) -> list[SkillRef]:
@@ -260,4 +262,5 @@ def normalize_agent(obj: dict[str, Any]) -> AgentProfile:
         resources=d.resources,
         sandbox=d.sandbox,
         agent_sandbox=d.agent_sandbox,
+        image_pull_secrets=[r.name for r in spec.image_pull_secrets if r.name],
     )

@@ -128,6 +128,8 @@ class ResolvedRun(K8sModel):
     runtime_class_name: str = ""
     sandbox_sidecar: SandboxSidecar | None = None
     seccomp_profile: str = ""  # the agent pod's seccomp profile type; "" keeps RuntimeDefault
+    # The pods' imagePullSecrets: the run's spec.imagePullSecrets, else its Agent's (as Sympozium's scheduled runs get).
+    image_pull_secrets: list[str] = Field(default_factory=list)
 
     @property
     def has_hooks(self) -> bool:
@@ -374,6 +376,7 @@ def resolve_run(
         runtime_class_name=runtime_class,
         sandbox_sidecar=sidecar,
         seccomp_profile=seccomp,
+        image_pull_secrets=[r.name for r in spec.image_pull_secrets if r.name] or list(agent.image_pull_secrets),
     )
     if policy is not None:
         check_policy(resolved, policy)

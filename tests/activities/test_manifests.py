@@ -218,3 +218,20 @@ def test_agent_sandbox_sets_the_pods_runtime_class_and_the_sandbox_adds_sympoziu
 def test_a_sub_agents_pods_carry_the_parent_run_label() -> None:
     job = agent_job(resolved(parent={"runName": "boss", "sessionKey": "s", "spawnDepth": 1}), workflow_id="wf")
     assert job["spec"]["template"]["metadata"]["labels"]["sympozium.ai/parent-run"] == "boss"
+
+
+def test_image_pull_secrets_of_the_run_else_its_agent_go_on_every_pod_of_the_run() -> None:
+    pulling = normalize_agent({"metadata": {"name": "helper", "namespace": "ns"},
+                               "spec": {"authRefs": [{"provider": "openai", "secret": "key"}],
+                                        "agents": {"default": {"model": "gpt"}},
+                                        "imagePullSecrets": [{"name": "agent-registry"}]}})
+    obj: dict[str, Any] = {"metadata": {"name": "run1", "namespace": "ns", "uid": "uid-1"},
+                           "spec": {"agentRef": "helper", "task": "do", **HOOKS}}
+    inherited = resolve_run(obj, pulling, default_image="agent:1")
+    own = resolve_run({**obj, "spec": {**obj["spec"], "imagePullSecrets": [{"name": "mine"}, {"name": "other"}]}},
+                      pulling, default_image="agent:1")
+    for run, names in ((inherited, ["agent-registry"]), (own, ["mine", "other"])):
+        for job in (agent_job(run, workflow_id="wf"), prerun_job(run, workflow_id="wf"),
+                    postrun_job(run, workflow_id="wf", agent_exit_code=0, agent_result="ok")):
+            assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": n} for n in names], job
+    assert "imagePullSecrets" not in agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]

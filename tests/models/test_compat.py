@@ -29,8 +29,9 @@ def test_each_ignored_field_is_named_with_its_owner() -> None:
                        "volumeMounts": [{"name": "v", "mountPath": "/v"}]})
     policy = _obj("p", {"featureGates": {"browser-automation": False}, "networkPolicy": {"denyAll": True},
                         "modelPolicy": {"allowedModels": ["m"]}})
+    # imagePullSecrets is carried to the run's pods (models/resolve.py), so it is not among them.
     assert [w.split(": has no effect here")[0] for w in ignored_fields(run, agent, policy)] == [
-        "spec.canaryMode", "spec.useContext", "spec.imagePullSecrets", "spec.model.providerHeadersSecretRef",
+        "spec.canaryMode", "spec.useContext", "spec.model.providerHeadersSecretRef",
         'Agent "a" spec.memory', 'Agent "a" spec.observability', 'Agent "a" spec.webEndpoint',
         'Agent "a" spec.volumeMounts',
         'SympoziumPolicy "p" spec.featureGates', 'SympoziumPolicy "p" spec.networkPolicy',
