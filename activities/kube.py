@@ -347,31 +347,37 @@ class KubeActivities:
 
     async def _ensure_skill_rbac(self, run: ResolvedRun) -> None:
         """Each SkillPack sidecar's per-run account, Role (exactly the pack's rules), RoleBinding, and a fresh token
-        in its Secret, bound to that Secret (activities/skill_manifests.py says why). Made with each agent Job, so a
-        retried attempt's sidecar has a token that lasts its whole run."""
+        of that account in its Secret (activities/skill_manifests.py says why). Made with each agent Job, so a
+        retried attempt's sidecar has a token that lasts its whole run.
+
+        The Secret is created with its token in it, and one already there (this step's earlier try, an earlier
+        attempt's, or a leftover of a deleted same-named run) is replaced: the worker never reads nor patches a
+        Secret, so its Role grants only create and delete on them (the names `sympozium-skill-*` are ours)."""
         ns, uid = run.ref.namespace, run.ref.uid
         for sa, secret, role, binding in mf.skill_rbac(run):
             name = sa["metadata"]["name"]
             await self._create(self.core.create_namespaced_service_account, ns, sa,
                                read=self.core.read_namespaced_service_account, uid=uid)
-            made = await self._create(self.core.create_namespaced_secret, ns, secret,
-                                      read=self.core.read_namespaced_secret, uid=uid)
             await self._create(self.rbac.create_namespaced_role, ns, role, read=self.rbac.read_namespaced_role, uid=uid)
             await self._create(self.rbac.create_namespaced_role_binding, ns, binding,
                                read=self.rbac.read_namespaced_role_binding, uid=uid)
             answer = await self._call(self.core.create_namespaced_service_account_token, name, ns,
-                                      skm.token_request(run, name, str(made.metadata.uid)),
-                                      action=f"request a token for ServiceAccount {name}")
+                                      skm.token_request(run), action=f"request a token for ServiceAccount {name}")
             token = base64.b64encode(answer.status.token.encode()).decode()
-            await self._call(self.core.patch_namespaced_secret, name, ns, {"data": {skm.TOKEN_KEY: token}},
-                             action=f"write the token into Secret {name}")
+            body = {**secret, "data": {skm.TOKEN_KEY: token}}
+            try:
+                await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
+            except Conflict:
+                await self._delete(self.core.delete_namespaced_secret, name, ns)
+                await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
 
     async def _delete_skill_rbac(self, run: ResolvedRun) -> None:
         ns, uid = run.ref.namespace, run.ref.uid
         for p in run.sidecars:
             name = sidecar_account(run.ref.name, p.name)
-            # The Secret first: the token bound to it stops working with it.
-            await self._delete_owned(self.core.delete_namespaced_secret, self.core.read_namespaced_secret, name, ns, uid)
+            # The Secret first (by name: the worker reads no Secret), then the RoleBinding, Role and account: the
+            # token stops working with its account.
+            await self._delete(self.core.delete_namespaced_secret, name, ns)
             await self._delete_rbac(ns, name, uid)
 
     async def _ensure_agent_account(self, ns: str) -> None:

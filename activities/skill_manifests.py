@@ -4,10 +4,11 @@ own identity.
 Kubernetes gives every container of a pod the pod's one ServiceAccount token, so a sidecar cannot hold rights the
 agent container beside it lacks through the pod's ServiceAccount. The agent pod therefore keeps the permission-less
 `sympozium-agent` account with no token mounted, and each sidecar gets a token of its own per-run ServiceAccount:
-the worker asks for it with a TokenRequest bound to a per-run Secret, writes it into that Secret, and only the
-sidecar's container mounts the Secret (at the standard ServiceAccount path, so in-cluster clients find it). The
-agent container has no such mount, so it cannot read the token. Deleting the Secret at cleanup makes the token
-invalid at once (a bound token dies with its object), and the Role, RoleBinding and account go with it.
+the worker asks for it with a TokenRequest (expiring with the attempt, plus slack) and creates a per-run Secret
+holding it, which only the sidecar's container mounts (at the standard ServiceAccount path, so in-cluster clients
+find it). The agent container has no such mount, so it cannot read the token. At cleanup the Secret, RoleBinding,
+Role and account are deleted; a token of a deleted account is refused at once. The worker never reads or patches a
+Secret (it creates the Secret with the token in it, and replaces one that is there), so it holds no `get` on them.
 
 Sidecars are native sidecars (init containers with `restartPolicy: Always`): the Job completes when the agent
 does, and the kubelet stops them, so a `sleep infinity` sidecar never holds a run open.
@@ -106,8 +107,7 @@ def sidecar_rbac(run: ResolvedRun, p: ResolvedSkillPack, meta: Manifest) -> list
     ]
 
 
-def token_request(run: ResolvedRun, secret_name: str, secret_uid: str) -> Manifest:
+def token_request(run: ResolvedRun) -> Manifest:
+    """A token of the sidecar's account for this attempt (and some slack); it dies with the account at cleanup."""
     return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-            "spec": {"expirationSeconds": run.timeout_seconds + TOKEN_SLACK_SECONDS,
-                     "boundObjectRef": {"apiVersion": "v1", "kind": "Secret", "name": secret_name,
-                                        "uid": secret_uid}}}
+            "spec": {"expirationSeconds": run.timeout_seconds + TOKEN_SLACK_SECONDS}}

@@ -39,7 +39,7 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         *(("rbac.authorization.k8s.io", r, v) for r in ("roles", "rolebindings") for v in ("get", "create", "delete")),
         ("sympozium.ai", "skillpacks", "get"),  # models/skills.py: a run's SkillPacks at start
         ("", "serviceaccounts/token", "create"),  # a SkillPack sidecar's token (activities/skill_manifests.py)
-        *(("", "secrets", v) for v in ("get", "create", "patch", "delete")),  # ... kept in its per-run Secret
+        *(("", "secrets", v) for v in ("create", "delete")),  # ... kept in its per-run Secret (never read)
         # worker.grantableRules (default): what lifecycle Roles may grant
         *(("", "configmaps", v) for v in ("get", "list", "create", "patch", "delete")),
     },
