@@ -15,7 +15,11 @@ The streams read the watch as JSON and keep plain dicts: of Jobs and pods only m
 labels) and status, since the spec (the pod template, every env var) was most of the memory, and
 decoding every event into the client's typed models is work nobody reads. Readers get the client's
 typed models (V1Job, V1Pod), decoded on each read.
-Only the run's Jobs and pods (the `sympozium.ai/agent-run` label) are held, while they exist.
+Only the run's Jobs and pods (the `sympozium.ai/agent-run` label) are held, while they exist, and a Job or pod
+that ended is let go `keep_ended` seconds after its end (default five minutes: the step that the end wakes, and the
+slow fallback look, read it well before). A run parked at its gate for days has only ended Jobs and pods, and
+nobody looks at them again until cleanup, which deletes by label; holding them cost about 20 KB a run. A look
+at one let go is answered by the API server, as for one not seen yet.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import functools
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from models.kube import Kube
@@ -49,6 +55,36 @@ def _trimmed(kind: str, obj: Obj) -> Obj:
     if kind in DEFINITIONS:
         return without_managed_fields(obj)
     return {"metadata": {k: m[k] for k in _KEEP_METADATA if k in m}, "status": obj.get("status") or {}}
+
+
+# Ended Jobs and pods are let go this long after they ended.
+KEEP_ENDED_SECONDS = 300.0
+# How often the view looks for ended objects to let go.
+SWEEP_SECONDS = 30.0
+
+
+def _epoch(text: object) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+def ended_at(kind: str, obj: Obj, now: float) -> float | None:
+    """When a Job or pod ended (seconds since the epoch, by the API server's clock; `now` when it does not say),
+    or None while it has not."""
+    status = obj.get("status") or {}
+    if kind == "jobs":
+        done = [c for c in status.get("conditions") or []
+                if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"]
+        if not done:
+            return None
+        return _epoch(status.get("completionTime")) or _epoch(done[0].get("lastTransitionTime")) or now
+    if status.get("phase") not in ("Succeeded", "Failed"):
+        return None
+    finished = [_epoch(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+                for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]]
+    return max((t for t in finished if t is not None), default=None) or now
 
 
 def _uid(obj: Obj) -> str:
@@ -85,8 +121,11 @@ class _Stream(ListWatch):
 
 class Informer:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, *,
-                 watch_seconds: int = WATCH_SECONDS, kinds: tuple[str, ...] = (*_TYPES, *DEFINITIONS)) -> None:
-        """`kinds`: what to hold, of jobs, pods and DEFINITIONS (the API holds only the definitions)."""
+                 watch_seconds: int = WATCH_SECONDS, kinds: tuple[str, ...] = (*_TYPES, *DEFINITIONS),
+                 keep_ended: float = KEEP_ENDED_SECONDS, clock: Callable[[], float] = time.time) -> None:
+        """`kinds`: what to hold, of jobs, pods and DEFINITIONS (the API holds only the definitions); `keep_ended`:
+        how long after its end a Job or pod is still held; `clock`: the wall clock that is compared with the API
+        server's end times."""
         unknown = set(kinds) - {*_TYPES, *DEFINITIONS}
         if unknown:
             raise ValueError(f"an informer holds jobs, pods and {', '.join(DEFINITIONS)}, not {sorted(unknown)}")
@@ -97,6 +136,10 @@ class Informer:
         self._jobs: dict[str, Obj] = {}  # Job uid -> trimmed Job
         self._pods: dict[str, Obj] = {}  # pod uid -> trimmed pod
         self._by_job: dict[str, set[str]] = {}  # Job uid -> its pods' uids
+        self.keep_ended, self._clock = keep_ended, clock
+        self._ended: dict[tuple[str, str], float] = {}  # (kind, uid) -> when it ended, for those held
+        self._let_go: set[str] = set()  # Jobs whose pods were let go: a look at them asks the API server at once
+        self._sweeper = threading.Thread(target=self._sweep_loop, name="informer-sweep", daemon=True)
         self._defs: dict[str, dict[tuple[str, str], Obj]] = {k: {} for k in DEFINITIONS}  # (namespace, name) -> object
         # Job uid -> what `wait_pod` callers wait on: woken whenever one of its pods changes.
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
@@ -114,6 +157,8 @@ class Informer:
     def start(self) -> None:
         for s in self._streams:
             s.start()
+        if any(s.kind in _TYPES for s in self._streams):
+            self._sweeper.start()
 
     def stop(self) -> None:
         self.stopping.set()
@@ -160,6 +205,9 @@ class Informer:
         waiting at most `within` seconds for the view to get there; None if it does not."""
         if not self.synced:
             return None
+        with self._lock:
+            if job_uid in self._let_go and job_uid not in self._by_job:
+                return None  # it ended long ago: the view no longer holds it
         loop, woken = asyncio.get_running_loop(), asyncio.Event()
         entry = (loop, woken)
         with self._lock:
@@ -205,29 +253,62 @@ class Informer:
         with self._lock:
             self._add(kind, obj)
 
+    def sweep(self) -> int:
+        """Let go of the Jobs and pods that ended over `keep_ended` seconds ago; how many."""
+        now = self._clock()
+        with self._lock:
+            old = [key for key, end in self._ended.items() if now - end > self.keep_ended]
+            for kind, uid in old:
+                self._let_go_of(kind, uid)
+        return len(old)
+
+    def _sweep_loop(self) -> None:
+        while not self.stopping.wait(SWEEP_SECONDS):
+            self.sweep()
+
+    def _let_go_of(self, kind: str, uid: str) -> None:
+        obj = self._pods.get(uid) if kind == "pods" else None
+        self._drop(kind, uid)
+        job = (obj["metadata"].get("labels") or {}).get(CONTROLLER_UID) if obj is not None else None
+        if job:
+            self._let_go.add(job)
+
     def _remove(self, kind: str, obj: Obj) -> None:
         with self._lock:
             if kind in DEFINITIONS:
                 self._defs[kind].pop(_key(obj), None)
             else:
                 self._drop(kind, _uid(obj))
+                if kind == "jobs":
+                    self._let_go.discard(_uid(obj))
 
     def _add(self, kind: str, obj: Obj) -> None:
         if kind in DEFINITIONS:
             self._defs[kind][_key(obj)] = obj
             return
         uid = _uid(obj)
+        now = self._clock()
+        end = ended_at(kind, obj, now)
+        if end is not None and now - end > self.keep_ended:
+            self._let_go_of(kind, uid)  # listed (or changed) long after its end: not held
+            if kind == "pods" and (job := (obj["metadata"].get("labels") or {}).get(CONTROLLER_UID)):
+                self._let_go.add(job)
+            return
+        if end is not None:
+            self._ended[(kind, uid)] = end
         if kind == "jobs":
             self._jobs[uid] = obj
             return
         self._pods[uid] = obj
         job = (obj["metadata"].get("labels") or {}).get(CONTROLLER_UID)
         if job:
+            self._let_go.discard(job)
             self._by_job.setdefault(job, set()).add(uid)
             for loop, woken in self._waiters.get(job, ()):
                 loop.call_soon_threadsafe(woken.set)
 
     def _drop(self, kind: str, uid: str) -> None:
+        self._ended.pop((kind, uid), None)
         if kind == "jobs":
             self._jobs.pop(uid, None)
             return

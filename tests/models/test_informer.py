@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -10,7 +13,7 @@ from kubernetes import client
 
 from cli.up import install_crds
 from localkube.testing import Handle
-from models.informer import Informer
+from models.informer import Informer, ended_at
 from models.kube import Kube
 from models.names import LABEL_RUN
 from tests.waiting import wait_for
@@ -118,3 +121,62 @@ def test_agents_and_policies_are_held_whole_while_they_exist_and_a_miss_says_not
     wait_for(lambda: informer.definition("agents", namespace, "helper") is None, timeout=30,
              what="the deleted Agent forgotten")
     assert informer.definition("sympoziumpolicies", namespace, "never-made") is None
+
+
+async def test_ended_jobs_and_pods_are_let_go_after_keep_ended_and_a_look_then_asks_the_api(
+        kube: client.ApiClient, namespace: str) -> None:
+    """A run parked at its gate for days holds nothing here: its ended Job and pod are let go (the clock is the
+    view's own, moved on by the test instead of waiting five minutes)."""
+    now = [time.time()]
+    inf = Informer(Kube(kube), [namespace], keep_ended=300, clock=lambda: now[0])
+    inf.start()
+    try:
+        assert inf.wait_synced(30)
+        batch: Any = client.BatchV1Api(kube)
+        done = batch.create_namespaced_job(namespace, _job("ended", {LABEL_RUN: "ended"})).metadata.uid
+        busy_job = _job("busy", {LABEL_RUN: "busy"})
+        busy_job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", "sleep 60"]
+        busy = batch.create_namespaced_job(namespace, busy_job).metadata.uid
+        wait_for(lambda: (p := inf.pod_of(done)) is not None and p.status.phase == "Succeeded", timeout=30,
+                 what="the view to see the pod succeed")
+        wait_for(lambda: (p := inf.pod_of(busy)) is not None and p.status.phase == "Running", timeout=30,
+                 what="the other pod to run")
+        assert inf.sweep() == 0  # ended a moment ago: still held, for the step its end wakes
+        assert inf.job(done) is not None
+
+        now[0] += 301
+        assert inf.sweep() == 2  # the ended Job and its pod
+        assert inf.job(done) is None and inf.pod_of(done) is None
+        assert inf.job(busy) is not None and inf.pod_of(busy) is not None  # running: held whatever its age
+        async with asyncio.timeout(5):  # let go: no wait for the view, the caller asks the API server at once
+            assert await inf.wait_pod(done, lambda p: True, within=30) is None
+
+        # Listed again long after its end (a restarted worker), it is not held at all.
+        fresh = Informer(Kube(kube), [namespace], keep_ended=300, clock=lambda: now[0])
+        fresh.start()
+        try:
+            assert fresh.wait_synced(30)
+            assert fresh.job(done) is None and fresh.pod_of(done) is None
+            assert fresh.job(busy) is not None
+        finally:
+            fresh.stop()
+        batch.delete_namespaced_job("busy", namespace, propagation_policy="Foreground")
+    finally:
+        inf.stop()
+
+
+def test_when_a_job_or_pod_ended_is_read_from_its_status() -> None:
+    now = 1_000.0
+    job = {"status": {"completionTime": "2026-01-01T00:00:10Z",
+                      "conditions": [{"type": "Complete", "status": "True"}]}}
+    assert ended_at("jobs", job, now) == datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC).timestamp()
+    failed = {"status": {"conditions": [{"type": "Failed", "status": "True",
+                                         "lastTransitionTime": "2026-01-01T00:00:20Z"}]}}
+    assert ended_at("jobs", failed, now) == datetime(2026, 1, 1, 0, 0, 20, tzinfo=UTC).timestamp()
+    assert ended_at("jobs", {"status": {"active": 1}}, now) is None
+    pod = {"status": {"phase": "Failed", "initContainerStatuses": [
+        {"state": {"terminated": {"finishedAt": "2026-01-01T00:00:05Z"}}}],
+        "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-01-01T00:00:30Z"}}}]}}
+    assert ended_at("pods", pod, now) == datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC).timestamp()
+    assert ended_at("pods", {"status": {"phase": "Succeeded"}}, now) == now  # no time given: ended now
+    assert ended_at("pods", {"status": {"phase": "Running"}}, now) is None
