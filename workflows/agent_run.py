@@ -97,21 +97,6 @@ SUB_AGENT_PATCH = "sub-agent-condition"
 __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult", "RunState", "workflow_id"]
 
 
-def _agent_failure(agent: AgentOutcome) -> FailureReason:
-    """Why the agent failed: its exit code where that tells (124 ours, 137 the kernel's), else its own words."""
-    if agent.exit_code == 124:
-        return FailureReason.TIMEOUT
-    if agent.exit_code == 137:
-        return FailureReason.OOM
-    text = agent.error.lower()
-    for needles, reason in ((("429", "quota", "rate limit"), FailureReason.TOKEN_BUDGET),
-                            (("timeout", "timed out"), FailureReason.TIMEOUT),
-                            (("http", "api error", "model"), FailureReason.LLM_ERROR)):
-        if any(n in text for n in needles):
-            return reason
-    return FailureReason.OTHER
-
-
 @workflow.defn(name="AgentRun")
 class AgentRunWorkflow:
     def __init__(self) -> None:
@@ -258,7 +243,7 @@ class AgentRunWorkflow:
         # 6. The agent.
         if agent is None:
             agent = await self._agent(run, prepare=not prepared)
-            failure = _agent_failure(agent)
+            failure = FailureReason.of_agent(agent.exit_code, agent.error)
         if agent.status == "skipped":
             return await self._finish(Phase.SKIPPED, result=agent.response, exit_code=agent.exit_code)
         # 7. postRun hooks (after failures and timeouts too, with the real exit code), and the gate; a retry
@@ -268,7 +253,7 @@ class AgentRunWorkflow:
         if run.post_run and run.gate_hook is not None:
             gate, result, agent = await self._gate_and_postrun(run, agent, retry=failure != FailureReason.HOOK_FAILED)
             if self._attempt > 1:
-                failure = _agent_failure(agent)
+                failure = FailureReason.of_agent(agent.exit_code, agent.error)
                 if agent.status == "skipped":
                     return await self._finish(Phase.SKIPPED, result=agent.response, exit_code=agent.exit_code)
         elif run.post_run:
