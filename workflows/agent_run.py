@@ -23,10 +23,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from activities.events import EventActivities
     from activities.kube import RUN_GONE, KubeActivities
     from models.agentrun import AgentRunStatus, AttemptRecord, Condition, GateStatus, TokenUsage
-    from models.events import RunEvent, Topic
     from models.gate import (
         ATTEMPT_REASON_MAX_BYTES,
         ATTEMPTS_KEPT,
@@ -38,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         retry_task,
     )
     from models.names import Component, hook_container, hook_of, job_name
-    from models.resolve import ResolvedHook, ResolvedRun, RunRef
+    from models.resolve import ResolvedHook, ResolvedRun
     from models.run import (
         ConditionType,
         FailureReason,
@@ -77,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import policies
     from .gate import Gate, Refusal
+    from .run_record import RunRecord
     from .slot_client import SlotClient
 
 A = TypeVar("A")
@@ -101,7 +100,6 @@ __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult
 class AgentRunWorkflow:
     def __init__(self) -> None:
         self._state = RunState()
-        self._ref: RunRef | None = None
         self._run: ResolvedRun | None = None
         self._fallback = 60
         self._finished: dict[str, JobFinished] = {}  # Job uid -> the bridge's signal
@@ -109,13 +107,9 @@ class AgentRunWorkflow:
         self._workspace_uid: str | None = None
         self._gate = Gate()
         self._slots = SlotClient()
-        self._conditions: dict[str, Condition] = {}
-        self._events: list[RunEvent] = []  # emitted, not yet handed to a step
-        self._event_seq = 0
-        self._retrying_events: list[asyncio.Task[None]] = []
+        self._record = RunRecord(self._state)  # conditions and events, until a step writes them
         self._step = ""  # the summary of the step running, for a failure's message
         self._pod: str | None = None  # the agent's pod, once it ran
-        self._begun = False  # begin_run wrote Pending: later writes patch fields of an existing status
         self._attempt = 1  # a retried run's attempt (its agent and gate); steps of attempt 2 on say which
         self._attempts: list[AttemptRecord] = []  # how the gate decided each attempt (runs with lifecycle.retry)
         self._metrics: list[Metrics] = []  # each attempt's agent's usage: the run's is their sum
@@ -177,7 +171,7 @@ class AgentRunWorkflow:
     @workflow.run
     async def run(self, start: StartRun) -> RunResult:
         self._gate.strict = workflow.patched(GATE_PATCH)
-        self._ref = start.ref
+        self._record.ref = start.ref
         workflow.upsert_search_attributes([SA_NAMESPACE.value_set(start.ref.namespace),
                                            SA_NAME.value_set(start.ref.name), SA_PHASE.value_set(Phase.PENDING)])
         try:
@@ -191,7 +185,7 @@ class AgentRunWorkflow:
             await self._clean_up(kill=False)
         except asyncio.CancelledError:
             pass  # deleted while cleaning up after it ended: the run's outcome stands
-        await self._retry_events()
+        await self._record.flush()
         return outcome
 
     async def _execute(self, start: StartRun) -> RunResult:
@@ -204,15 +198,15 @@ class AgentRunWorkflow:
             if res.resolved is None:
                 problem = res.problem or "invalid spec"
                 why = FailureReason.POLICY if res.problem_is_policy else FailureReason.INVALID_SPEC
-                self._cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)
+                self._record.cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)
                 return await self._finish(Phase.FAILED, error=problem, failure=why)
             run = self._run = res.resolved
             self._gate.has_gate = run.gate_hook is not None
             if res.ignored and workflow.patched(FIELDS_IGNORED_PATCH):
                 # Written with the next status write (Running at the latest), kept to the end like every condition.
-                self._cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE, "; ".join(res.ignored))
+                self._record.cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE, "; ".join(res.ignored))
             if run.parent is not None and workflow.patched(SUB_AGENT_PATCH):
-                self._cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
+                self._record.cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
                            f"sub-agent of AgentRun {run.parent.run_name} (spawnDepth {run.parent.spawn_depth})")
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
@@ -259,10 +253,10 @@ class AgentRunWorkflow:
         elif run.post_run:
             hook = await self._hook_job(run, "post-run", agent=agent)
             if not hook.ok:
-                self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {hook.message}")
+                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {hook.message}")
         # 8. Finish: the phase follows the agent's outcome.
         if agent.cut_from:
-            self._cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
+            self._record.cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
                        f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its first "
                        f"{RESULT_MAX_BYTES} of {agent.cut_from} bytes")
         # Token usage: summed over the attempts (one, unless a retry verdict sent the agent back).
@@ -290,14 +284,14 @@ class AgentRunWorkflow:
             if isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE:
                 return None
             raise
-        self._begun = True
+        self._record.begun = True
         self._fallback = max(1, res.fallback_poll_seconds)
         self._state.agent = res.agent_name
         if res.agent_name:
             workflow.upsert_search_attributes([SA_AGENT.value_set(res.agent_name)])
         if res.resolved is not None:
-            self._emit("agent.run.started", {"task": res.resolved.task})
-        self._emit("agent.run.phase", {"phase": Phase.PENDING})
+            self._record.emit("agent.run.started", {"task": res.resolved.task})
+        self._record.emit("agent.run.phase", {"phase": Phase.PENDING})
         return res
 
     async def _hook_job(self, run: ResolvedRun, component: Component, *, prepare: bool = False,
@@ -359,13 +353,13 @@ class AgentRunWorkflow:
                 status.attempt, status.attempts = attempt, self._attempts_kept()
             if attempt > 1:  # the last attempt's gate is no longer pending: it sent the attempt back
                 status.gate = self._gate_status()
-                conditions = list(self._conditions.values())
+                conditions = self._record.conditions
         elif phase == Phase.POST_RUNNING:
             status = AgentRunStatus(phase=phase, post_run_job_name=name, gate=gate, pod_name=self._pod)
         if phase is not None:
             self._set_phase(phase)
         if gate is not None:
-            self._emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
+            self._record.emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
         if agent is not None:
             # postRun hooks see the agent's exit code and text; the status shows the exit code from now.
             req.agent_exit_code = agent.exit_code
@@ -374,20 +368,20 @@ class AgentRunWorkflow:
             status.exit_code = agent.exit_code
         if strict_gate:
             req.gate_only = True
-            conditions = list(self._conditions.values())  # e.g. a verdict refused before the gate
+            conditions = self._record.conditions  # e.g. a verdict refused before the gate
         if after_gate is not None:
             # The gate is resolved: the status says so now, and the hooks see the final result and the label.
             req.gate_verdict, req.agent_result = after_gate
             status = status or AgentRunStatus()
             status.gate, status.gate_verdict = self._gate_status(), after_gate[0]
-            conditions = list(self._conditions.values())
+            conditions = self._record.conditions
         if prepare:
             summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
         update = StatusUpdate(status=status, conditions=conditions) if status is not None else None
         started: JobStarted = await self._act(KubeActivities.start_job, StartJob(
-            job=req, prepare=prepare, status=update, events=self._take_events(), clear_verdict=strict_gate),
+            job=req, prepare=prepare, status=update, events=self._record.take_events(), clear_verdict=strict_gate),
             summary)
-        self._retry_later(started.unpublished)
+        self._record.retry_later(started.unpublished)
         if strict_gate:
             self._gate.started(started.run_version)
             self._record_refusals()
@@ -479,7 +473,7 @@ class AgentRunWorkflow:
         if self._gate.strict and run.hooks_of("post-gate"):
             after = await self._hook_job(run, "post-gate", agent=agent, after_gate=(label, final))
             if not after.ok:
-                self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
+                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
                            f"postRun {after.message}")
         return self._gate_status(), final, agent
 
@@ -523,7 +517,7 @@ class AgentRunWorkflow:
         gate_failed = (not hook.ok and hook.failed_hook == gate.name and hook.exit_code != 124
                        and self._gate.verdict is None)
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
-            self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {hook.message}")
+            self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {hook.message}")
         if self._gate.verdict is None and not gate_failed:
             self._state.step = "waiting for a gate verdict"
             remaining = gate_end - workflow.now()
@@ -539,7 +533,7 @@ class AgentRunWorkflow:
             retry=chance, exhausted_why=why)
         self._record_refusals()
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
-        self._cond(ConditionType.GATE_RESOLVED, "True", label,
+        self._record.cond(ConditionType.GATE_RESOLVED, "True", label,
                    f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
         if run.retry is not None:
             v = self._gate.view
@@ -573,7 +567,7 @@ class AgentRunWorkflow:
     def _record_refusals(self) -> None:
         """Refused verdicts go into the run's conditions (the last one, with who sent it; written with the
         next status write) and an event each. Before the run has started they wait for it."""
-        if self._ref is None:
+        if self._record.ref is None:
             return
         refusals, self._gate.refusals = self._gate.refusals, []
         for r in refusals:
@@ -581,9 +575,9 @@ class AgentRunWorkflow:
 
     def _refused(self, r: Refusal) -> None:
         v = r.verdict
-        self._cond(ConditionType.VERDICT_REFUSED, "True", r.reason,
+        self._record.cond(ConditionType.VERDICT_REFUSED, "True", r.reason,
                    f"{v.action} from {v.decided_by} ({v.source}) refused: {r.why}")
-        self._emit("agent.run.gate.refused", {"action": v.action, "decidedBy": v.decided_by, "source": v.source,
+        self._record.emit("agent.run.gate.refused", {"action": v.action, "decidedBy": v.decided_by, "source": v.source,
                                               "reason": r.reason, "message": r.why})
 
     async def _finish(self, phase: Phase, *, result: str | None = None, error: str | None = None,
@@ -603,12 +597,12 @@ class AgentRunWorkflow:
         self._state.result, self._state.error = result, error
         self._set_phase(phase)
         outcome = {Phase.SUCCEEDED: "success", Phase.SKIPPED: "skipped"}.get(phase, "error")
-        self._emit("agent.run.completed", {"status": outcome, "response": result if phase != Phase.FAILED else None,
+        self._record.emit("agent.run.completed", {"status": outcome, "response": result if phase != Phase.FAILED else None,
                                            "error": error, "gateVerdict": status.gate_verdict})
         if phase == Phase.FAILED:
-            self._emit("agent.run.failed", {"error": error, "reason": failure})
+            self._record.emit("agent.run.failed", {"error": error, "reason": failure})
         if workflow.patched(FINISH_PATCH):
-            self._final = self._change(status)  # written by the cleanup step that follows, first thing
+            self._final = self._record.change(status)  # written by the cleanup step that follows, first thing
         else:
             try:
                 await self._write(status, f"write status: {phase}")
@@ -623,7 +617,7 @@ class AgentRunWorkflow:
             return RunResult(phase=Phase.FAILED, error=cause.message)  # nothing to write the failure to
         if isinstance(cause, ApplicationError) and cause.non_retryable:
             error = f"{self._step or e.activity_type}: {cause.message}"
-            self._cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)
+            self._record.cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)
             return await self._finish(Phase.FAILED, error=error)
         return await self._finish(Phase.FAILED, error=f"{e.message}: {cause}" if cause else str(e))
 
@@ -632,11 +626,12 @@ class AgentRunWorkflow:
 
         A cancellation (the object was deleted) that arrives during cleanup must not stop it half
         way: the object would keep its finalizer forever. It is honoured once cleanup is done."""
-        assert self._ref is not None
+        ref = self._record.ref
+        assert ref is not None
         self._state.step = "cleanup"
         run = self._run
         final = self._final
-        req = CleanUp(ref=self._ref, run=run, jobs=self._jobs, keep_jobs=run is not None and run.cleanup == "keep",
+        req = CleanUp(ref=ref, run=run, jobs=self._jobs, keep_jobs=run is not None and run.cleanup == "keep",
                       kill=kill, workspace_uid=self._workspace_uid, final=final)
         summary = "clean up Jobs, workspace and RBAC; release the run"
         if final is not None:
@@ -645,7 +640,7 @@ class AgentRunWorkflow:
         async def steps() -> None:
             published = await self._act(KubeActivities.clean_up, req, summary, long=True)
             if published is not None:
-                self._retry_later(published.unpublished)
+                self._record.retry_later(published.unpublished)
             # Only now is nothing of the run executing (a killed run's pods are gone), so the slot is free.
             await self._slots.give_back()
 
@@ -663,69 +658,22 @@ class AgentRunWorkflow:
     def _set_phase(self, phase: Phase) -> None:
         self._state.phase = self._state.step = phase
         workflow.upsert_search_attributes([SA_PHASE.value_set(phase)])
-        self._emit("agent.run.phase", {"phase": phase})
-
-    def _cond(self, ctype: str, status: str, reason: str, message: str) -> Condition:
-        """Record a condition (its transition time kept while its status stays); written with the next status."""
-        old = self._conditions.get(ctype)
-        since = old.last_transition_time if old is not None and old.status == status else rfc3339(workflow.now())
-        cond = Condition(type=ctype, status=status, reason=reason, message=message, last_transition_time=since)
-        self._conditions[ctype] = cond
-        return cond
+        self._record.emit("agent.run.phase", {"phase": phase})
 
     async def _queued(self, message: str, position: int) -> None:
         if position:
             self._state.step = f"waiting for a slot (position {position})"
-            self._cond(ConditionType.QUEUED, "True", Reason.MAX_CONCURRENT, message)
+            self._record.cond(ConditionType.QUEUED, "True", Reason.MAX_CONCURRENT, message)
         else:
             self._state.step = "slot granted"
-            self._cond(ConditionType.QUEUED, "False", Reason.SLOT_GRANTED, message)
+            self._record.cond(ConditionType.QUEUED, "False", Reason.SLOT_GRANTED, message)
         workflow.set_current_details(message if position else "")
         await self._write(AgentRunStatus(), f"write status: queued at position {position}" if position
                           else "write status: slot granted")
 
-    def _change(self, status: AgentRunStatus) -> StatusChange:
-        """A status write: these fields, every condition recorded so far, and the events emitted since the last."""
-        assert self._ref is not None
-        return StatusChange(ref=self._ref, update=StatusUpdate(status=status, conditions=list(self._conditions.values())),
-                            events=self._take_events(), first=not self._begun)
-
     async def _write(self, status: AgentRunStatus, summary: str) -> None:
-        published: Published = await self._act(KubeActivities.update_status, self._change(status), summary)
-        self._retry_later(published.unpublished)
-
-    def _emit(self, topic: Topic, data: dict[str, str | int | None]) -> None:
-        """Queue an event for the next step to publish; its ID is fixed here, so a retry is a duplicate."""
-        assert self._ref is not None
-        self._event_seq += 1
-        self._events.append(RunEvent(topic=topic, run_name=self._ref.name, namespace=self._ref.namespace,
-                                     instance_name=self._state.agent, workflow_id=workflow.info().workflow_id,
-                                     seq=self._event_seq, timestamp=rfc3339(workflow.now()), data=data))
-
-    def _take_events(self) -> list[RunEvent]:
-        events, self._events = self._events, []
-        return events
-
-    def _retry_later(self, events: list[RunEvent]) -> None:
-        """Events NATS did not take with their step: retried on their own, for up to an hour; the run goes on."""
-        for event in events:
-            self._retrying_events.append(asyncio.ensure_future(self._publish(event)))
-
-    async def _publish(self, event: RunEvent) -> None:
-        try:
-            await workflow.execute_activity_method(
-                EventActivities.publish_event, event, summary=f"event {event.topic}",
-                start_to_close_timeout=policies.EVENT_CALL, schedule_to_close_timeout=policies.EVENT_BUDGET,
-                retry_policy=policies.EVENT_RETRY)
-        except (ActivityError, asyncio.CancelledError):
-            workflow.logger.warning("event %s could not be published", event.message_id)
-
-    async def _retry_events(self) -> None:
-        """Before the workflow closes: events still queued go out, and retried ones finish (within their budget)."""
-        self._retry_later(self._take_events())
-        for task in self._retrying_events:
-            await task
-        self._retrying_events.clear()
+        published: Published = await self._act(KubeActivities.update_status, self._record.change(status), summary)
+        self._record.retry_later(published.unpublished)
 
     # -- activity plumbing -----------------------------------------------------------------------------------
 
