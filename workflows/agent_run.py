@@ -352,7 +352,7 @@ class AgentRunWorkflow:
             if run.retry is not None:  # the attempt starts: the status says which, and how the earlier ones ended
                 status.attempt, status.attempts = attempt, self._attempts_kept()
             if attempt > 1:  # the last attempt's gate is no longer pending: it sent the attempt back
-                status.gate = self._gate_status()
+                status.gate = self._gate.status()
                 conditions = self._record.conditions
         elif phase == Phase.POST_RUNNING:
             status = AgentRunStatus(phase=phase, post_run_job_name=name, gate=gate, pod_name=self._pod)
@@ -373,7 +373,7 @@ class AgentRunWorkflow:
             # The gate is resolved: the status says so now, and the hooks see the final result and the label.
             req.gate_verdict, req.agent_result = after_gate
             status = status or AgentRunStatus()
-            status.gate, status.gate_verdict = self._gate_status(), after_gate[0]
+            status.gate, status.gate_verdict = self._gate.status(), after_gate[0]
             conditions = self._record.conditions
         if prepare:
             summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
@@ -467,7 +467,7 @@ class AgentRunWorkflow:
             while label == "retried":
                 label, final, agent = await self._again(run, agent)
                 if agent.status == "skipped":
-                    return self._gate_status(), final, agent
+                    return self._gate.status(), final, agent
         finally:
             self._naming = False
         if self._gate.strict and run.hooks_of("post-gate"):
@@ -475,7 +475,7 @@ class AgentRunWorkflow:
             if not after.ok:
                 self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
                            f"postRun {after.message}")
-        return self._gate_status(), final, agent
+        return self._gate.status(), final, agent
 
     async def _again(self, run: ResolvedRun, rejected: AgentOutcome) -> tuple[str, str, AgentOutcome]:
         """The gate sent the attempt back: after the backoff, the next attempt's agent (its own Jobs, a task
@@ -558,11 +558,6 @@ class AgentRunWorkflow:
     def _attempts_kept(self) -> list[AttemptRecord] | None:
         """The attempts history as the status keeps it (the last few), or None before any attempt was decided."""
         return list(self._attempts[-ATTEMPTS_KEPT:]) or None
-
-    def _gate_status(self) -> GateStatus:
-        v = self._gate.view
-        return GateStatus(state=v.state, requested_at=v.requested_at, decided_at=v.decided_at,
-                          decided_by=v.decided_by, source=v.source, reason=v.reason)
 
     def _record_refusals(self) -> None:
         """Refused verdicts go into the run's conditions (the last one, with who sent it; written with the
