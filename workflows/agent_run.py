@@ -24,14 +24,10 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     from activities.kube import RUN_GONE, KubeActivities
-    from models.agentrun import AgentRunStatus, AttemptRecord, Condition, GateStatus, TokenUsage
+    from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
     from models.gate import (
-        ATTEMPT_REASON_MAX_BYTES,
-        ATTEMPTS_KEPT,
         GateView,
-        RetryChance,
         Verdict,
-        cut_utf8,
         marked,
         retry_task,
     )
@@ -63,7 +59,6 @@ with workflow.unsafe.imports_passed_through():
         JobRequest,
         JobStarted,
         JobState,
-        Metrics,
         ObserveJob,
         Published,
         Resolution,
@@ -74,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from models.timestamps import parse_rfc3339, rfc3339
 
     from . import policies
+    from .attempts import Attempts
     from .gate import Gate, Refusal
     from .run_record import RunRecord
     from .slot_client import SlotClient
@@ -111,8 +107,7 @@ class AgentRunWorkflow:
         self._step = ""  # the summary of the step running, for a failure's message
         self._pod: str | None = None  # the agent's pod, once it ran
         self._attempt = 1  # a retried run's attempt (its agent and gate); steps of attempt 2 on say which
-        self._attempts: list[AttemptRecord] = []  # how the gate decided each attempt (runs with lifecycle.retry)
-        self._metrics: list[Metrics] = []  # each attempt's agent's usage: the run's is their sum
+        self._attempts = Attempts()  # how the gate decided each attempt, and what each agent used
         self._naming = False  # a later attempt's steps run: their summaries name it ("attempt 2: ...")
         self._final: StatusChange | None = None  # the final status, for the cleanup step to write first
 
@@ -260,12 +255,7 @@ class AgentRunWorkflow:
                        f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its first "
                        f"{RESULT_MAX_BYTES} of {agent.cut_from} bytes")
         # Token usage: summed over the attempts (one, unless a retry verdict sent the agent back).
-        every = self._metrics or [agent.metrics]
-        m = Metrics(input_tokens=sum(x.input_tokens for x in every), output_tokens=sum(x.output_tokens for x in every),
-                    tool_calls=sum(x.tool_calls for x in every), duration_ms=sum(x.duration_ms for x in every))
-        usage = TokenUsage(input_tokens=m.input_tokens, output_tokens=m.output_tokens,
-                           total_tokens=m.input_tokens + m.output_tokens, tool_calls=m.tool_calls,
-                           duration_ms=m.duration_ms)
+        usage = self._attempts.usage(agent.metrics)
         if agent.status == "success":
             return await self._finish(Phase.SUCCEEDED, result=result, token_usage=usage, exit_code=0, gate=gate)
         return await self._finish(Phase.FAILED, error=agent.error, exit_code=agent.exit_code, gate=gate,
@@ -334,7 +324,7 @@ class AgentRunWorkflow:
         if report.state.reason == "DeadlineExceeded":
             await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
         assert report.agent is not None
-        self._metrics.append(report.agent.metrics)
+        self._attempts.ran(report.agent.metrics)
         return report.agent
 
     async def _start_job(self, run: ResolvedRun, component: Component, *, prepare: bool, phase: Phase | None,
@@ -350,7 +340,7 @@ class AgentRunWorkflow:
         if phase == Phase.RUNNING:
             status = AgentRunStatus(phase=phase, job_name=name)
             if run.retry is not None:  # the attempt starts: the status says which, and how the earlier ones ended
-                status.attempt, status.attempts = attempt, self._attempts_kept()
+                status.attempt, status.attempts = attempt, self._attempts.kept()
             if attempt > 1:  # the last attempt's gate is no longer pending: it sent the attempt back
                 status.gate = self._gate.status()
                 conditions = self._record.conditions
@@ -526,7 +516,7 @@ class AgentRunWorkflow:
                                               timeout=max(remaining.total_seconds(), 0.001))
             except TimeoutError:
                 pass
-        chance, why = self._retry_chance(run) if retry else ("off", "")
+        chance, why = self._attempts.chance(run.retry, self._attempt) if retry else ("off", "")
         label, final, reason = self._gate.close(
             agent_text=agent.response if agent.status == "success" else "", gate_default=run.gate_default,
             gate_timeout_seconds=run.gate_timeout_seconds, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
@@ -536,28 +526,8 @@ class AgentRunWorkflow:
         self._record.cond(ConditionType.GATE_RESOLVED, "True", label,
                    f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
         if run.retry is not None:
-            v = self._gate.view
-            m = self._metrics[-1] if self._metrics else agent.metrics
-            self._attempts.append(AttemptRecord(
-                attempt=self._attempt, verdict=label, decided_by=v.decided_by, decided_at=v.decided_at,
-                reason=cut_utf8(reason, ATTEMPT_REASON_MAX_BYTES), tokens=m.input_tokens + m.output_tokens))
+            self._attempts.decided(self._attempt, label, self._gate.view, reason, agent.metrics)
         return label, final, reason
-
-    def _retry_chance(self, run: ResolvedRun) -> tuple[RetryChance, str]:
-        """What a retry verdict would mean now: no lifecycle.retry (a reject), another attempt, or none left."""
-        policy = run.retry
-        if policy is None:
-            return "off", ""
-        if self._attempt >= policy.max_attempts:
-            return "exhausted", f"maxAttempts {policy.max_attempts} reached"
-        used = sum(m.input_tokens + m.output_tokens for m in self._metrics)
-        if policy.max_chain_tokens is not None and used >= policy.max_chain_tokens:
-            return "exhausted", f"maxChainTokens {policy.max_chain_tokens} reached: {used} tokens used"
-        return "again", ""
-
-    def _attempts_kept(self) -> list[AttemptRecord] | None:
-        """The attempts history as the status keeps it (the last few), or None before any attempt was decided."""
-        return list(self._attempts[-ATTEMPTS_KEPT:]) or None
 
     def _record_refusals(self) -> None:
         """Refused verdicts go into the run's conditions (the last one, with who sent it; written with the
@@ -585,8 +555,8 @@ class AgentRunWorkflow:
                                 workflow_id=workflow.info().workflow_id, result=result, error=error,
                                 exit_code=exit_code, gate=gate, gate_verdict=gate.state if gate else None,
                                 pod_name=self._pod)
-        if self._run is not None and self._run.retry is not None and self._attempts:
-            status.attempt, status.attempts = self._attempt, self._attempts_kept()
+        if self._run is not None and self._run.retry is not None and self._attempts.any_decided:
+            status.attempt, status.attempts = self._attempt, self._attempts.kept()
         if token_usage is not None and (token_usage.input_tokens or token_usage.output_tokens):
             status.token_usage = token_usage
         self._state.result, self._state.error = result, error
