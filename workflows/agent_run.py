@@ -31,8 +31,8 @@ with workflow.unsafe.imports_passed_through():
         marked,
         retry_task,
     )
-    from models.names import Component, hook_container, hook_of, job_name
-    from models.resolve import ResolvedHook, ResolvedRun
+    from models.names import Component, hook_of, job_name
+    from models.resolve import ResolvedRun
     from models.run import (
         ConditionType,
         FailureReason,
@@ -58,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
         JobReport,
         JobRequest,
         JobStarted,
-        JobState,
         ObserveJob,
         Published,
         Resolution,
@@ -66,11 +65,12 @@ with workflow.unsafe.imports_passed_through():
         StartRun,
         StatusChange,
     )
-    from models.timestamps import parse_rfc3339, rfc3339
+    from models.timestamps import rfc3339
 
     from . import policies
     from .attempts import Attempts
     from .gate import Gate, Refusal
+    from .job_watch import JobWatch
     from .run_record import RunRecord
     from .slot_client import SlotClient
 
@@ -97,8 +97,7 @@ class AgentRunWorkflow:
     def __init__(self) -> None:
         self._state = RunState()
         self._run: ResolvedRun | None = None
-        self._fallback = 60
-        self._finished: dict[str, JobFinished] = {}  # Job uid -> the bridge's signal
+        self._watch = JobWatch(self._observe, self._stop)  # the bridge's signals, the fallback look, deadlines
         self._jobs: list[JobRef] = []
         self._workspace_uid: str | None = None
         self._gate = Gate()
@@ -116,7 +115,7 @@ class AgentRunWorkflow:
     @workflow.signal
     def job_finished(self, event: JobFinished) -> None:
         """From the bridge: one of this run's Jobs completed or failed."""
-        self._finished[event.uid] = event
+        self._watch.finished[event.uid] = event
 
     @workflow.query
     def status(self) -> RunState:
@@ -207,7 +206,7 @@ class AgentRunWorkflow:
             if res.slots is not None:
                 req = SlotRequest(namespace=ref.namespace, agent=run.agent, workflow_id=workflow.info().workflow_id,
                                   run_name=ref.name, created_at=res.slots.created_at, limit=res.slots.limit,
-                                  policy=res.slots.policy, check_seconds=self._fallback)
+                                  policy=res.slots.policy, check_seconds=self._watch.fallback)
                 self._state.step = "waiting for a slot"
                 await self._slots.wait(req, res.slots, self._queued)
             return await self._lifecycle(run)
@@ -275,7 +274,7 @@ class AgentRunWorkflow:
                 return None
             raise
         self._record.begun = True
-        self._fallback = max(1, res.fallback_poll_seconds)
+        self._watch.fallback = max(1, res.fallback_poll_seconds)
         self._state.agent = res.agent_name
         if res.agent_name:
             workflow.upsert_search_attributes([SA_AGENT.value_set(res.agent_name)])
@@ -297,8 +296,8 @@ class AgentRunWorkflow:
         job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
                                     after_gate=after_gate, summary=summary,
                                     attempt=self._attempt if gate is not None else 1)
-        report = await self._wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
-                                  hooks=hooks, stop_when=stop_when, until=until)
+        report = await self._watch.wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
+                                        hooks=hooks, stop_when=stop_when, until=until)
         if report.state.reason == Stopped.VERDICT:
             return HookOutcome(ok=True, message="stopped: the gate has its verdict")
         if report.state.reason == Stopped.GATE_TIMEOUT:
@@ -320,7 +319,8 @@ class AgentRunWorkflow:
         job = await self._start_job(run, "agent-run", prepare=prepare, phase=Phase.RUNNING,
                                     summary=f"agent Job {job_name(run.ref.name, 'agent-run', self._attempt)}",
                                     attempt=self._attempt, task=task)
-        report = await self._wait(job, deadline=timedelta(seconds=run.timeout_seconds) + policies.AGENT_DEADLINE_GRACE)
+        report = await self._watch.wait(job,
+                                        deadline=timedelta(seconds=run.timeout_seconds) + policies.AGENT_DEADLINE_GRACE)
         if report.state.reason == "DeadlineExceeded":
             await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
         assert report.agent is not None
@@ -379,57 +379,6 @@ class AgentRunWorkflow:
         self._workspace_uid = started.workspace_uid or self._workspace_uid
         self._state.jobs[component] = started.job.name
         return started.job
-
-    async def _wait(self, job: JobRef, *, deadline: timedelta, hooks: list[ResolvedHook] | None = None,
-                    stop_when: Callable[[], bool] | None = None, until: datetime | None = None) -> JobReport:
-        """Wait for the Job: woken by the bridge's signal, or by the slow fallback look, or a deadline.
-
-        With `stop_when` (the gate's verdict), the Job is stopped as soon as it holds; at `until`
-        (gateTimeout) it is stopped whatever it does."""
-        end = workflow.now() + deadline
-        if until is not None:
-            end = min(end, until)
-        by_container = {hook_container(job.component, h.name): h for h in hooks or []}
-        hook_end: datetime | None = None
-        while True:
-            now = workflow.now()
-            wake = min(float(self._fallback), (end - now).total_seconds())
-            if by_container:
-                # While hooks run, look at least as often as the shortest hook timeout allows.
-                wake = min(wake, float(min(h.timeout_seconds for h in by_container.values())))
-            if hook_end is not None:
-                wake = min(wake, (hook_end - now).total_seconds())
-            try:
-                await workflow.wait_condition(lambda: job.uid in self._finished or bool(stop_when and stop_when()),
-                                              timeout=max(wake, 0.001))
-            except TimeoutError:
-                pass
-            if stop_when is not None and stop_when() and job.uid not in self._finished:
-                await self._stop(job, "verdict given")
-                return JobReport(state=JobState(job=job, finished=True, succeeded=True, reason=Stopped.VERDICT))
-            report = await self._observe(job, self._finished.get(job.uid))
-            state = report.state
-            if state.finished:
-                return report
-            now = workflow.now()
-            hook_end = None
-            running = state.running_hook
-            if running is not None and running.container in by_container:
-                started = parse_rfc3339(running.started_at)
-                assert started is not None
-                hook_end = started + timedelta(seconds=by_container[running.container].timeout_seconds)
-                if now >= hook_end:
-                    await self._stop(job, "hook timeout")
-                    return JobReport(state=state.model_copy(update={"finished": True, "reason": Stopped.HOOK_TIMEOUT}))
-            if until is not None and now >= until:
-                await self._stop(job, "gateTimeout")
-                return JobReport(state=state.model_copy(update={"finished": True, "reason": Stopped.GATE_TIMEOUT}))
-            if now >= end:
-                if job.component == "agent-run":
-                    report = await self._observe(job, None, timed_out=True)  # what the agent said so far
-                await self._stop(job, "deadline")
-                return report.model_copy(update={"state": state.model_copy(update={
-                    "finished": True, "reason": Stopped.DEADLINE})})
 
     async def _observe(self, job: JobRef, signal: JobFinished | None, *, timed_out: bool = False) -> JobReport:
         what = "read the outcome of" if signal is not None or timed_out else "look at"
