@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         marked,
         retry_task,
     )
-    from models.names import Component, hook_of, job_name
+    from models.names import Component, job_name
     from models.resolve import ResolvedRun
     from models.run import (
         ConditionType,
@@ -41,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
         RunResult,
         RunState,
         StatusUpdate,
-        Stopped,
         workflow_id,
     )
     from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
@@ -70,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from . import policies
     from .attempts import Attempts
     from .gate import Gate, Refusal
-    from .job_watch import JobWatch
+    from .job_watch import JobWatch, hooks_outcome
     from .run_record import RunRecord
     from .slot_client import SlotClient
 
@@ -298,20 +297,7 @@ class AgentRunWorkflow:
                                     attempt=self._attempt if gate is not None else 1)
         report = await self._watch.wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
                                         hooks=hooks, stop_when=stop_when, until=until)
-        if report.state.reason == Stopped.VERDICT:
-            return HookOutcome(ok=True, message="stopped: the gate has its verdict")
-        if report.state.reason == Stopped.GATE_TIMEOUT:
-            return HookOutcome(ok=False, failed_hook=hooks[0].name, exit_code=124,
-                               message=f"stopped: gateTimeout ({run.gate_timeout_seconds}s) reached")
-        if report.hook is not None:
-            return report.hook
-        # Stopped by the workflow: which hook ran out of time is known from the wait.
-        running = hook_of(report.state.running_hook.container) if report.state.running_hook else ""
-        hook = next((h for h in hooks if h.name == running), None)
-        if hook is None:
-            return HookOutcome(ok=False, exit_code=124, message=f"Job {job.name} did not finish in time")
-        return HookOutcome(ok=False, failed_hook=hook.name, exit_code=124,
-                           message=f'hook "{hook.name}" timed out after {hook.timeout_seconds}s')
+        return hooks_outcome(job, report, hooks, gate_timeout_seconds=run.gate_timeout_seconds)
 
     async def _agent(self, run: ResolvedRun, *, prepare: bool, task: str | None = None) -> AgentOutcome:
         """The agent's Job of this attempt, to its end (its own deadline, per attempt); `task`: a retried

@@ -16,10 +16,10 @@ from typing import Protocol
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from models.names import hook_container
+    from models.names import hook_container, hook_of
     from models.resolve import ResolvedHook
     from models.run import Stopped
-    from models.steps import JobFinished, JobRef, JobReport, JobState
+    from models.steps import HookOutcome, JobFinished, JobRef, JobReport, JobState
     from models.timestamps import parse_rfc3339
 
 
@@ -92,3 +92,22 @@ class JobWatch:
                 return report.model_copy(update={"state": state.model_copy(update={
                     "finished": True, "reason": Stopped.DEADLINE})})
 
+
+def hooks_outcome(job: JobRef, report: JobReport, hooks: list[ResolvedHook], *,
+                  gate_timeout_seconds: int) -> HookOutcome:
+    """What `job`, a Job of hooks, came to: its own report, or why the watch stopped it (the verdict
+    came, gateTimeout, or which hook ran out of time)."""
+    if report.state.reason == Stopped.VERDICT:
+        return HookOutcome(ok=True, message="stopped: the gate has its verdict")
+    if report.state.reason == Stopped.GATE_TIMEOUT:
+        return HookOutcome(ok=False, failed_hook=hooks[0].name, exit_code=124,
+                           message=f"stopped: gateTimeout ({gate_timeout_seconds}s) reached")
+    if report.hook is not None:
+        return report.hook
+    # Stopped by the workflow: which hook ran out of time is known from the wait.
+    running = hook_of(report.state.running_hook.container) if report.state.running_hook else ""
+    hook = next((h for h in hooks if h.name == running), None)
+    if hook is None:
+        return HookOutcome(ok=False, exit_code=124, message=f"Job {job.name} did not finish in time")
+    return HookOutcome(ok=False, failed_hook=hook.name, exit_code=124,
+                       message=f'hook "{hook.name}" timed out after {hook.timeout_seconds}s')
