@@ -68,7 +68,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import policies
     from .attempts import Attempts
-    from .gate import Gate, Refusal
+    from .gate import Gate
     from .job_watch import JobWatch, hooks_outcome
     from .run_record import RunRecord
     from .slot_client import SlotClient
@@ -471,14 +471,7 @@ class AgentRunWorkflow:
             return
         refusals, self._gate.refusals = self._gate.refusals, []
         for r in refusals:
-            self._refused(r)
-
-    def _refused(self, r: Refusal) -> None:
-        v = r.verdict
-        self._record.cond(ConditionType.VERDICT_REFUSED, "True", r.reason,
-                   f"{v.action} from {v.decided_by} ({v.source}) refused: {r.why}")
-        self._record.emit("agent.run.gate.refused", {"action": v.action, "decidedBy": v.decided_by, "source": v.source,
-                                              "reason": r.reason, "message": r.why})
+            self._record.refused(r)
 
     async def _finish(self, phase: Phase, *, result: str | None = None, error: str | None = None,
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,

@@ -22,11 +22,12 @@ with workflow.unsafe.imports_passed_through():
     from models.agentrun import AgentRunStatus, Condition
     from models.events import RunEvent, Topic
     from models.resolve import RunRef
-    from models.run import RunState, StatusUpdate
+    from models.run import ConditionType, RunState, StatusUpdate
     from models.steps import StatusChange
     from models.timestamps import rfc3339
 
     from . import policies
+    from .gate import Refusal
 
 
 class RunRecord:
@@ -59,6 +60,14 @@ class RunRecord:
         assert self.ref is not None
         return StatusChange(ref=self.ref, update=StatusUpdate(status=status, conditions=self.conditions),
                             events=self.take_events(), first=not self.begun)
+
+    def refused(self, r: Refusal) -> None:
+        """A verdict the gate refused: the last one in the conditions (with who sent it), an event each."""
+        v = r.verdict
+        self.cond(ConditionType.VERDICT_REFUSED, "True", r.reason,
+                  f"{v.action} from {v.decided_by} ({v.source}) refused: {r.why}")
+        self.emit("agent.run.gate.refused", {"action": v.action, "decidedBy": v.decided_by, "source": v.source,
+                                             "reason": r.reason, "message": r.why})
 
     # -- events ----------------------------------------------------------------------------------------
 
