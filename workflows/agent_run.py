@@ -197,10 +197,11 @@ class AgentRunWorkflow:
             self._gate.has_gate = run.gate_hook is not None
             if res.ignored and workflow.patched(FIELDS_IGNORED_PATCH):
                 # Written with the next status write (Running at the latest), kept to the end like every condition.
-                self._record.cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE, "; ".join(res.ignored))
+                self._record.cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE,
+                                  "; ".join(res.ignored))
             if run.parent is not None and workflow.patched(SUB_AGENT_PATCH):
                 self._record.cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
-                           f"sub-agent of AgentRun {run.parent.run_name} (spawnDepth {run.parent.spawn_depth})")
+                                  f"sub-agent of AgentRun {run.parent.run_name} (spawnDepth {run.parent.spawn_depth})")
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
                 req = SlotRequest(namespace=ref.namespace, agent=run.agent, workflow_id=workflow.info().workflow_id,
@@ -246,12 +247,13 @@ class AgentRunWorkflow:
         elif run.post_run:
             hook = await self._hook_job(run, "post-run", agent=agent)
             if not hook.ok:
-                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {hook.message}")
+                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
+                                  f"postRun {hook.message}")
         # 8. Finish: the phase follows the agent's outcome.
         if agent.cut_from:
             self._record.cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
-                       f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its first "
-                       f"{RESULT_MAX_BYTES} of {agent.cut_from} bytes")
+                              f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its "
+                              f"first {RESULT_MAX_BYTES} of {agent.cut_from} bytes")
         # Token usage: summed over the attempts (one, unless a retry verdict sent the agent back).
         usage = self._attempts.usage(agent.metrics)
         if agent.status == "success":
@@ -399,7 +401,7 @@ class AgentRunWorkflow:
             after = await self._hook_job(run, "post-gate", agent=agent, after_gate=(label, final))
             if not after.ok:
                 self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
-                           f"postRun {after.message}")
+                                  f"postRun {after.message}")
         return self._gate.status(), final, agent
 
     async def _again(self, run: ResolvedRun, rejected: AgentOutcome) -> tuple[str, str, AgentOutcome]:
@@ -442,7 +444,8 @@ class AgentRunWorkflow:
         gate_failed = (not hook.ok and hook.failed_hook == gate.name and hook.exit_code != 124
                        and self._gate.verdict is None)
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
-            self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {hook.message}")
+            self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
+                              f"postRun {hook.message}")
         if self._gate.verdict is None and not gate_failed:
             self._state.step = "waiting for a gate verdict"
             remaining = gate_end - workflow.now()
@@ -459,7 +462,7 @@ class AgentRunWorkflow:
         self._record_refusals()
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
         self._record.cond(ConditionType.GATE_RESOLVED, "True", label,
-                   f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
+                          f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
         if run.retry is not None:
             self._attempts.decided(self._attempt, label, self._gate.view, reason, agent.metrics)
         return label, final, reason
@@ -490,8 +493,9 @@ class AgentRunWorkflow:
         self._state.result, self._state.error = result, error
         self._set_phase(phase)
         outcome = {Phase.SUCCEEDED: "success", Phase.SKIPPED: "skipped"}.get(phase, "error")
-        self._record.emit("agent.run.completed", {"status": outcome, "response": result if phase != Phase.FAILED else None,
-                                           "error": error, "gateVerdict": status.gate_verdict})
+        self._record.emit("agent.run.completed", {"status": outcome,
+                                                  "response": result if phase != Phase.FAILED else None,
+                                                  "error": error, "gateVerdict": status.gate_verdict})
         if phase == Phase.FAILED:
             self._record.emit("agent.run.failed", {"error": error, "reason": failure})
         if workflow.patched(FINISH_PATCH):
