@@ -10,6 +10,10 @@ and publishes the step's events, so a run of preRun + agent + postRun takes nine
 It never polls a Job tightly: the bridge signals `job_finished`, and a slow fallback look covers a
 missed event. All I/O is in activities; this module only decides. Runs started before this type
 existed finish on workflows/agent_run_v1.py.
+
+The bookkeeping beside the steps lives in helpers of its own: run_record.py (conditions and events until a
+step writes them), job_watch.py (waiting for a Job), gate.py (which verdict counts), attempts.py (a retried
+run's attempts) and slot_client.py (maxConcurrent).
 """
 
 from __future__ import annotations
