@@ -64,6 +64,21 @@ class FailureReason(StrEnum):
     INVALID_SPEC = "invalid_spec"
     OTHER = "other"
 
+    @classmethod
+    def of_agent(cls, exit_code: int, error: str) -> FailureReason:
+        """Why the agent failed: its exit code where that tells (124 ours, 137 the kernel's), else its own words."""
+        if exit_code == 124:
+            return cls.TIMEOUT
+        if exit_code == 137:
+            return cls.OOM
+        text = error.lower()
+        for needles, reason in ((("429", "quota", "rate limit"), cls.TOKEN_BUDGET),
+                                (("timeout", "timed out"), cls.TIMEOUT),
+                                (("http", "api error", "model"), cls.LLM_ERROR)):
+            if any(n in text for n in needles):
+                return reason
+        return cls.OTHER
+
 
 class Stopped(StrEnum):
     """Why the workflow stopped a Job before it finished (JobState.reason)."""

@@ -10,6 +10,10 @@ and publishes the step's events, so a run of preRun + agent + postRun takes nine
 It never polls a Job tightly: the bridge signals `job_finished`, and a slow fallback look covers a
 missed event. All I/O is in activities; this module only decides. Runs started before this type
 existed finish on workflows/agent_run_v1.py.
+
+The bookkeeping beside the steps lives in helpers of its own: run_record.py (conditions and events until a
+step writes them), job_watch.py (waiting for a Job), gate.py (which verdict counts), attempts.py (a retried
+run's attempts) and slot_client.py (maxConcurrent).
 """
 
 from __future__ import annotations
@@ -23,22 +27,16 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from activities.events import EventActivities
     from activities.kube import RUN_GONE, KubeActivities
-    from models.agentrun import AgentRunStatus, AttemptRecord, Condition, GateStatus, TokenUsage
-    from models.events import RunEvent, Topic
+    from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
     from models.gate import (
-        ATTEMPT_REASON_MAX_BYTES,
-        ATTEMPTS_KEPT,
         GateView,
-        RetryChance,
         Verdict,
-        cut_utf8,
         marked,
         retry_task,
     )
-    from models.names import Component, hook_container, hook_of, job_name
-    from models.resolve import ResolvedHook, ResolvedRun, RunRef
+    from models.names import Component, job_name
+    from models.resolve import ResolvedRun
     from models.run import (
         ConditionType,
         FailureReason,
@@ -47,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
         RunResult,
         RunState,
         StatusUpdate,
-        Stopped,
         workflow_id,
     )
     from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
@@ -64,8 +61,6 @@ with workflow.unsafe.imports_passed_through():
         JobReport,
         JobRequest,
         JobStarted,
-        JobState,
-        Metrics,
         ObserveJob,
         Published,
         Resolution,
@@ -73,10 +68,13 @@ with workflow.unsafe.imports_passed_through():
         StartRun,
         StatusChange,
     )
-    from models.timestamps import parse_rfc3339, rfc3339
+    from models.timestamps import rfc3339
 
     from . import policies
-    from .gate import Gate, Refusal
+    from .attempts import Attempts
+    from .gate import Gate
+    from .job_watch import JobWatch, hooks_outcome
+    from .run_record import RunRecord
     from .slot_client import SlotClient
 
 A = TypeVar("A")
@@ -97,43 +95,21 @@ SUB_AGENT_PATCH = "sub-agent-condition"
 __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult", "RunState", "workflow_id"]
 
 
-def _agent_failure(agent: AgentOutcome) -> FailureReason:
-    """Why the agent failed: its exit code where that tells (124 ours, 137 the kernel's), else its own words."""
-    if agent.exit_code == 124:
-        return FailureReason.TIMEOUT
-    if agent.exit_code == 137:
-        return FailureReason.OOM
-    text = agent.error.lower()
-    for needles, reason in ((("429", "quota", "rate limit"), FailureReason.TOKEN_BUDGET),
-                            (("timeout", "timed out"), FailureReason.TIMEOUT),
-                            (("http", "api error", "model"), FailureReason.LLM_ERROR)):
-        if any(n in text for n in needles):
-            return reason
-    return FailureReason.OTHER
-
-
 @workflow.defn(name="AgentRun")
 class AgentRunWorkflow:
     def __init__(self) -> None:
         self._state = RunState()
-        self._ref: RunRef | None = None
         self._run: ResolvedRun | None = None
-        self._fallback = 60
-        self._finished: dict[str, JobFinished] = {}  # Job uid -> the bridge's signal
+        self._watch = JobWatch(self._observe, self._stop)  # the bridge's signals, the fallback look, deadlines
         self._jobs: list[JobRef] = []
         self._workspace_uid: str | None = None
         self._gate = Gate()
         self._slots = SlotClient()
-        self._conditions: dict[str, Condition] = {}
-        self._events: list[RunEvent] = []  # emitted, not yet handed to a step
-        self._event_seq = 0
-        self._retrying_events: list[asyncio.Task[None]] = []
+        self._record = RunRecord(self._state)  # conditions and events, until a step writes them
         self._step = ""  # the summary of the step running, for a failure's message
         self._pod: str | None = None  # the agent's pod, once it ran
-        self._begun = False  # begin_run wrote Pending: later writes patch fields of an existing status
         self._attempt = 1  # a retried run's attempt (its agent and gate); steps of attempt 2 on say which
-        self._attempts: list[AttemptRecord] = []  # how the gate decided each attempt (runs with lifecycle.retry)
-        self._metrics: list[Metrics] = []  # each attempt's agent's usage: the run's is their sum
+        self._attempts = Attempts()  # how the gate decided each attempt, and what each agent used
         self._naming = False  # a later attempt's steps run: their summaries name it ("attempt 2: ...")
         self._final: StatusChange | None = None  # the final status, for the cleanup step to write first
 
@@ -142,7 +118,7 @@ class AgentRunWorkflow:
     @workflow.signal
     def job_finished(self, event: JobFinished) -> None:
         """From the bridge: one of this run's Jobs completed or failed."""
-        self._finished[event.uid] = event
+        self._watch.finished[event.uid] = event
 
     @workflow.query
     def status(self) -> RunState:
@@ -192,7 +168,7 @@ class AgentRunWorkflow:
     @workflow.run
     async def run(self, start: StartRun) -> RunResult:
         self._gate.strict = workflow.patched(GATE_PATCH)
-        self._ref = start.ref
+        self._record.ref = start.ref
         workflow.upsert_search_attributes([SA_NAMESPACE.value_set(start.ref.namespace),
                                            SA_NAME.value_set(start.ref.name), SA_PHASE.value_set(Phase.PENDING)])
         try:
@@ -206,7 +182,7 @@ class AgentRunWorkflow:
             await self._clean_up(kill=False)
         except asyncio.CancelledError:
             pass  # deleted while cleaning up after it ended: the run's outcome stands
-        await self._retry_events()
+        await self._record.flush()
         return outcome
 
     async def _execute(self, start: StartRun) -> RunResult:
@@ -219,21 +195,22 @@ class AgentRunWorkflow:
             if res.resolved is None:
                 problem = res.problem or "invalid spec"
                 why = FailureReason.POLICY if res.problem_is_policy else FailureReason.INVALID_SPEC
-                self._cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)
+                self._record.cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)
                 return await self._finish(Phase.FAILED, error=problem, failure=why)
             run = self._run = res.resolved
             self._gate.has_gate = run.gate_hook is not None
             if res.ignored and workflow.patched(FIELDS_IGNORED_PATCH):
                 # Written with the next status write (Running at the latest), kept to the end like every condition.
-                self._cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE, "; ".join(res.ignored))
+                self._record.cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE,
+                                  "; ".join(res.ignored))
             if run.parent is not None and workflow.patched(SUB_AGENT_PATCH):
-                self._cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
-                           f"sub-agent of AgentRun {run.parent.run_name} (spawnDepth {run.parent.spawn_depth})")
+                self._record.cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
+                                  f"sub-agent of AgentRun {run.parent.run_name} (spawnDepth {run.parent.spawn_depth})")
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
                 req = SlotRequest(namespace=ref.namespace, agent=run.agent, workflow_id=workflow.info().workflow_id,
                                   run_name=ref.name, created_at=res.slots.created_at, limit=res.slots.limit,
-                                  policy=res.slots.policy, check_seconds=self._fallback)
+                                  policy=res.slots.policy, check_seconds=self._watch.fallback)
                 self._state.step = "waiting for a slot"
                 await self._slots.wait(req, res.slots, self._queued)
             return await self._lifecycle(run)
@@ -258,7 +235,7 @@ class AgentRunWorkflow:
         # 6. The agent.
         if agent is None:
             agent = await self._agent(run, prepare=not prepared)
-            failure = _agent_failure(agent)
+            failure = FailureReason.of_agent(agent.exit_code, agent.error)
         if agent.status == "skipped":
             return await self._finish(Phase.SKIPPED, result=agent.response, exit_code=agent.exit_code)
         # 7. postRun hooks (after failures and timeouts too, with the real exit code), and the gate; a retry
@@ -268,25 +245,21 @@ class AgentRunWorkflow:
         if run.post_run and run.gate_hook is not None:
             gate, result, agent = await self._gate_and_postrun(run, agent, retry=failure != FailureReason.HOOK_FAILED)
             if self._attempt > 1:
-                failure = _agent_failure(agent)
+                failure = FailureReason.of_agent(agent.exit_code, agent.error)
                 if agent.status == "skipped":
                     return await self._finish(Phase.SKIPPED, result=agent.response, exit_code=agent.exit_code)
         elif run.post_run:
             hook = await self._hook_job(run, "post-run", agent=agent)
             if not hook.ok:
-                self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {hook.message}")
+                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
+                                  f"postRun {hook.message}")
         # 8. Finish: the phase follows the agent's outcome.
         if agent.cut_from:
-            self._cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
-                       f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its first "
-                       f"{RESULT_MAX_BYTES} of {agent.cut_from} bytes")
+            self._record.cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
+                              f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its "
+                              f"first {RESULT_MAX_BYTES} of {agent.cut_from} bytes")
         # Token usage: summed over the attempts (one, unless a retry verdict sent the agent back).
-        every = self._metrics or [agent.metrics]
-        m = Metrics(input_tokens=sum(x.input_tokens for x in every), output_tokens=sum(x.output_tokens for x in every),
-                    tool_calls=sum(x.tool_calls for x in every), duration_ms=sum(x.duration_ms for x in every))
-        usage = TokenUsage(input_tokens=m.input_tokens, output_tokens=m.output_tokens,
-                           total_tokens=m.input_tokens + m.output_tokens, tool_calls=m.tool_calls,
-                           duration_ms=m.duration_ms)
+        usage = self._attempts.usage(agent.metrics)
         if agent.status == "success":
             return await self._finish(Phase.SUCCEEDED, result=result, token_usage=usage, exit_code=0, gate=gate)
         return await self._finish(Phase.FAILED, error=agent.error, exit_code=agent.exit_code, gate=gate,
@@ -305,14 +278,14 @@ class AgentRunWorkflow:
             if isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE:
                 return None
             raise
-        self._begun = True
-        self._fallback = max(1, res.fallback_poll_seconds)
+        self._record.begun = True
+        self._watch.fallback = max(1, res.fallback_poll_seconds)
         self._state.agent = res.agent_name
         if res.agent_name:
             workflow.upsert_search_attributes([SA_AGENT.value_set(res.agent_name)])
         if res.resolved is not None:
-            self._emit("agent.run.started", {"task": res.resolved.task})
-        self._emit("agent.run.phase", {"phase": Phase.PENDING})
+            self._record.emit("agent.run.started", {"task": res.resolved.task})
+        self._record.emit("agent.run.phase", {"phase": Phase.PENDING})
         return res
 
     async def _hook_job(self, run: ResolvedRun, component: Component, *, prepare: bool = False,
@@ -328,22 +301,9 @@ class AgentRunWorkflow:
         job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
                                     after_gate=after_gate, summary=summary,
                                     attempt=self._attempt if gate is not None else 1)
-        report = await self._wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
-                                  hooks=hooks, stop_when=stop_when, until=until)
-        if report.state.reason == Stopped.VERDICT:
-            return HookOutcome(ok=True, message="stopped: the gate has its verdict")
-        if report.state.reason == Stopped.GATE_TIMEOUT:
-            return HookOutcome(ok=False, failed_hook=hooks[0].name, exit_code=124,
-                               message=f"stopped: gateTimeout ({run.gate_timeout_seconds}s) reached")
-        if report.hook is not None:
-            return report.hook
-        # Stopped by the workflow: which hook ran out of time is known from the wait.
-        running = hook_of(report.state.running_hook.container) if report.state.running_hook else ""
-        hook = next((h for h in hooks if h.name == running), None)
-        if hook is None:
-            return HookOutcome(ok=False, exit_code=124, message=f"Job {job.name} did not finish in time")
-        return HookOutcome(ok=False, failed_hook=hook.name, exit_code=124,
-                           message=f'hook "{hook.name}" timed out after {hook.timeout_seconds}s')
+        report = await self._watch.wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
+                                        hooks=hooks, stop_when=stop_when, until=until)
+        return hooks_outcome(job, report, hooks, gate_timeout_seconds=run.gate_timeout_seconds)
 
     async def _agent(self, run: ResolvedRun, *, prepare: bool, task: str | None = None) -> AgentOutcome:
         """The agent's Job of this attempt, to its end (its own deadline, per attempt); `task`: a retried
@@ -351,11 +311,12 @@ class AgentRunWorkflow:
         job = await self._start_job(run, "agent-run", prepare=prepare, phase=Phase.RUNNING,
                                     summary=f"agent Job {job_name(run.ref.name, 'agent-run', self._attempt)}",
                                     attempt=self._attempt, task=task)
-        report = await self._wait(job, deadline=timedelta(seconds=run.timeout_seconds) + policies.AGENT_DEADLINE_GRACE)
+        report = await self._watch.wait(job,
+                                        deadline=timedelta(seconds=run.timeout_seconds) + policies.AGENT_DEADLINE_GRACE)
         if report.state.reason == "DeadlineExceeded":
             await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
         assert report.agent is not None
-        self._metrics.append(report.agent.metrics)
+        self._attempts.ran(report.agent.metrics)
         return report.agent
 
     async def _start_job(self, run: ResolvedRun, component: Component, *, prepare: bool, phase: Phase | None,
@@ -371,16 +332,16 @@ class AgentRunWorkflow:
         if phase == Phase.RUNNING:
             status = AgentRunStatus(phase=phase, job_name=name)
             if run.retry is not None:  # the attempt starts: the status says which, and how the earlier ones ended
-                status.attempt, status.attempts = attempt, self._attempts_kept()
+                status.attempt, status.attempts = attempt, self._attempts.kept()
             if attempt > 1:  # the last attempt's gate is no longer pending: it sent the attempt back
-                status.gate = self._gate_status()
-                conditions = list(self._conditions.values())
+                status.gate = self._gate.status()
+                conditions = self._record.conditions
         elif phase == Phase.POST_RUNNING:
             status = AgentRunStatus(phase=phase, post_run_job_name=name, gate=gate, pod_name=self._pod)
         if phase is not None:
             self._set_phase(phase)
         if gate is not None:
-            self._emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
+            self._record.emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
         if agent is not None:
             # postRun hooks see the agent's exit code and text; the status shows the exit code from now.
             req.agent_exit_code = agent.exit_code
@@ -389,20 +350,20 @@ class AgentRunWorkflow:
             status.exit_code = agent.exit_code
         if strict_gate:
             req.gate_only = True
-            conditions = list(self._conditions.values())  # e.g. a verdict refused before the gate
+            conditions = self._record.conditions  # e.g. a verdict refused before the gate
         if after_gate is not None:
             # The gate is resolved: the status says so now, and the hooks see the final result and the label.
             req.gate_verdict, req.agent_result = after_gate
             status = status or AgentRunStatus()
-            status.gate, status.gate_verdict = self._gate_status(), after_gate[0]
-            conditions = list(self._conditions.values())
+            status.gate, status.gate_verdict = self._gate.status(), after_gate[0]
+            conditions = self._record.conditions
         if prepare:
             summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
         update = StatusUpdate(status=status, conditions=conditions) if status is not None else None
         started: JobStarted = await self._act(KubeActivities.start_job, StartJob(
-            job=req, prepare=prepare, status=update, events=self._take_events(), clear_verdict=strict_gate),
+            job=req, prepare=prepare, status=update, events=self._record.take_events(), clear_verdict=strict_gate),
             summary)
-        self._retry_later(started.unpublished)
+        self._record.retry_later(started.unpublished)
         if strict_gate:
             self._gate.started(started.run_version)
             self._record_refusals()
@@ -410,57 +371,6 @@ class AgentRunWorkflow:
         self._workspace_uid = started.workspace_uid or self._workspace_uid
         self._state.jobs[component] = started.job.name
         return started.job
-
-    async def _wait(self, job: JobRef, *, deadline: timedelta, hooks: list[ResolvedHook] | None = None,
-                    stop_when: Callable[[], bool] | None = None, until: datetime | None = None) -> JobReport:
-        """Wait for the Job: woken by the bridge's signal, or by the slow fallback look, or a deadline.
-
-        With `stop_when` (the gate's verdict), the Job is stopped as soon as it holds; at `until`
-        (gateTimeout) it is stopped whatever it does."""
-        end = workflow.now() + deadline
-        if until is not None:
-            end = min(end, until)
-        by_container = {hook_container(job.component, h.name): h for h in hooks or []}
-        hook_end: datetime | None = None
-        while True:
-            now = workflow.now()
-            wake = min(float(self._fallback), (end - now).total_seconds())
-            if by_container:
-                # While hooks run, look at least as often as the shortest hook timeout allows.
-                wake = min(wake, float(min(h.timeout_seconds for h in by_container.values())))
-            if hook_end is not None:
-                wake = min(wake, (hook_end - now).total_seconds())
-            try:
-                await workflow.wait_condition(lambda: job.uid in self._finished or bool(stop_when and stop_when()),
-                                              timeout=max(wake, 0.001))
-            except TimeoutError:
-                pass
-            if stop_when is not None and stop_when() and job.uid not in self._finished:
-                await self._stop(job, "verdict given")
-                return JobReport(state=JobState(job=job, finished=True, succeeded=True, reason=Stopped.VERDICT))
-            report = await self._observe(job, self._finished.get(job.uid))
-            state = report.state
-            if state.finished:
-                return report
-            now = workflow.now()
-            hook_end = None
-            running = state.running_hook
-            if running is not None and running.container in by_container:
-                started = parse_rfc3339(running.started_at)
-                assert started is not None
-                hook_end = started + timedelta(seconds=by_container[running.container].timeout_seconds)
-                if now >= hook_end:
-                    await self._stop(job, "hook timeout")
-                    return JobReport(state=state.model_copy(update={"finished": True, "reason": Stopped.HOOK_TIMEOUT}))
-            if until is not None and now >= until:
-                await self._stop(job, "gateTimeout")
-                return JobReport(state=state.model_copy(update={"finished": True, "reason": Stopped.GATE_TIMEOUT}))
-            if now >= end:
-                if job.component == "agent-run":
-                    report = await self._observe(job, None, timed_out=True)  # what the agent said so far
-                await self._stop(job, "deadline")
-                return report.model_copy(update={"state": state.model_copy(update={
-                    "finished": True, "reason": Stopped.DEADLINE})})
 
     async def _observe(self, job: JobRef, signal: JobFinished | None, *, timed_out: bool = False) -> JobReport:
         what = "read the outcome of" if signal is not None or timed_out else "look at"
@@ -488,15 +398,15 @@ class AgentRunWorkflow:
             while label == "retried":
                 label, final, agent = await self._again(run, agent)
                 if agent.status == "skipped":
-                    return self._gate_status(), final, agent
+                    return self._gate.status(), final, agent
         finally:
             self._naming = False
         if self._gate.strict and run.hooks_of("post-gate"):
             after = await self._hook_job(run, "post-gate", agent=agent, after_gate=(label, final))
             if not after.ok:
-                self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
-                           f"postRun {after.message}")
-        return self._gate_status(), final, agent
+                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
+                                  f"postRun {after.message}")
+        return self._gate.status(), final, agent
 
     async def _again(self, run: ResolvedRun, rejected: AgentOutcome) -> tuple[str, str, AgentOutcome]:
         """The gate sent the attempt back: after the backoff, the next attempt's agent (its own Jobs, a task
@@ -538,7 +448,8 @@ class AgentRunWorkflow:
         gate_failed = (not hook.ok and hook.failed_hook == gate.name and hook.exit_code != 124
                        and self._gate.verdict is None)
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
-            self._cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {hook.message}")
+            self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
+                              f"postRun {hook.message}")
         if self._gate.verdict is None and not gate_failed:
             self._state.step = "waiting for a gate verdict"
             remaining = gate_end - workflow.now()
@@ -547,59 +458,27 @@ class AgentRunWorkflow:
                                               timeout=max(remaining.total_seconds(), 0.001))
             except TimeoutError:
                 pass
-        chance, why = self._retry_chance(run) if retry else ("off", "")
+        chance, why = self._attempts.chance(run.retry, self._attempt) if retry else ("off", "")
         label, final, reason = self._gate.close(
             agent_text=agent.response if agent.status == "success" else "", gate_default=run.gate_default,
             gate_timeout_seconds=run.gate_timeout_seconds, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
             retry=chance, exhausted_why=why)
         self._record_refusals()
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
-        self._cond(ConditionType.GATE_RESOLVED, "True", label,
-                   f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
+        self._record.cond(ConditionType.GATE_RESOLVED, "True", label,
+                          f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
         if run.retry is not None:
-            v = self._gate.view
-            m = self._metrics[-1] if self._metrics else agent.metrics
-            self._attempts.append(AttemptRecord(
-                attempt=self._attempt, verdict=label, decided_by=v.decided_by, decided_at=v.decided_at,
-                reason=cut_utf8(reason, ATTEMPT_REASON_MAX_BYTES), tokens=m.input_tokens + m.output_tokens))
+            self._attempts.decided(self._attempt, label, self._gate.view, reason, agent.metrics)
         return label, final, reason
-
-    def _retry_chance(self, run: ResolvedRun) -> tuple[RetryChance, str]:
-        """What a retry verdict would mean now: no lifecycle.retry (a reject), another attempt, or none left."""
-        policy = run.retry
-        if policy is None:
-            return "off", ""
-        if self._attempt >= policy.max_attempts:
-            return "exhausted", f"maxAttempts {policy.max_attempts} reached"
-        used = sum(m.input_tokens + m.output_tokens for m in self._metrics)
-        if policy.max_chain_tokens is not None and used >= policy.max_chain_tokens:
-            return "exhausted", f"maxChainTokens {policy.max_chain_tokens} reached: {used} tokens used"
-        return "again", ""
-
-    def _attempts_kept(self) -> list[AttemptRecord] | None:
-        """The attempts history as the status keeps it (the last few), or None before any attempt was decided."""
-        return list(self._attempts[-ATTEMPTS_KEPT:]) or None
-
-    def _gate_status(self) -> GateStatus:
-        v = self._gate.view
-        return GateStatus(state=v.state, requested_at=v.requested_at, decided_at=v.decided_at,
-                          decided_by=v.decided_by, source=v.source, reason=v.reason)
 
     def _record_refusals(self) -> None:
         """Refused verdicts go into the run's conditions (the last one, with who sent it; written with the
         next status write) and an event each. Before the run has started they wait for it."""
-        if self._ref is None:
+        if self._record.ref is None:
             return
         refusals, self._gate.refusals = self._gate.refusals, []
         for r in refusals:
-            self._refused(r)
-
-    def _refused(self, r: Refusal) -> None:
-        v = r.verdict
-        self._cond(ConditionType.VERDICT_REFUSED, "True", r.reason,
-                   f"{v.action} from {v.decided_by} ({v.source}) refused: {r.why}")
-        self._emit("agent.run.gate.refused", {"action": v.action, "decidedBy": v.decided_by, "source": v.source,
-                                              "reason": r.reason, "message": r.why})
+            self._record.refused(r)
 
     async def _finish(self, phase: Phase, *, result: str | None = None, error: str | None = None,
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
@@ -611,19 +490,20 @@ class AgentRunWorkflow:
                                 workflow_id=workflow.info().workflow_id, result=result, error=error,
                                 exit_code=exit_code, gate=gate, gate_verdict=gate.state if gate else None,
                                 pod_name=self._pod)
-        if self._run is not None and self._run.retry is not None and self._attempts:
-            status.attempt, status.attempts = self._attempt, self._attempts_kept()
+        if self._run is not None and self._run.retry is not None and self._attempts.any_decided:
+            status.attempt, status.attempts = self._attempt, self._attempts.kept()
         if token_usage is not None and (token_usage.input_tokens or token_usage.output_tokens):
             status.token_usage = token_usage
         self._state.result, self._state.error = result, error
         self._set_phase(phase)
         outcome = {Phase.SUCCEEDED: "success", Phase.SKIPPED: "skipped"}.get(phase, "error")
-        self._emit("agent.run.completed", {"status": outcome, "response": result if phase != Phase.FAILED else None,
-                                           "error": error, "gateVerdict": status.gate_verdict})
+        self._record.emit("agent.run.completed", {"status": outcome,
+                                                  "response": result if phase != Phase.FAILED else None,
+                                                  "error": error, "gateVerdict": status.gate_verdict})
         if phase == Phase.FAILED:
-            self._emit("agent.run.failed", {"error": error, "reason": failure})
+            self._record.emit("agent.run.failed", {"error": error, "reason": failure})
         if workflow.patched(FINISH_PATCH):
-            self._final = self._change(status)  # written by the cleanup step that follows, first thing
+            self._final = self._record.change(status)  # written by the cleanup step that follows, first thing
         else:
             try:
                 await self._write(status, f"write status: {phase}")
@@ -638,7 +518,7 @@ class AgentRunWorkflow:
             return RunResult(phase=Phase.FAILED, error=cause.message)  # nothing to write the failure to
         if isinstance(cause, ApplicationError) and cause.non_retryable:
             error = f"{self._step or e.activity_type}: {cause.message}"
-            self._cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)
+            self._record.cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)
             return await self._finish(Phase.FAILED, error=error)
         return await self._finish(Phase.FAILED, error=f"{e.message}: {cause}" if cause else str(e))
 
@@ -647,11 +527,12 @@ class AgentRunWorkflow:
 
         A cancellation (the object was deleted) that arrives during cleanup must not stop it half
         way: the object would keep its finalizer forever. It is honoured once cleanup is done."""
-        assert self._ref is not None
+        ref = self._record.ref
+        assert ref is not None
         self._state.step = "cleanup"
         run = self._run
         final = self._final
-        req = CleanUp(ref=self._ref, run=run, jobs=self._jobs, keep_jobs=run is not None and run.cleanup == "keep",
+        req = CleanUp(ref=ref, run=run, jobs=self._jobs, keep_jobs=run is not None and run.cleanup == "keep",
                       kill=kill, workspace_uid=self._workspace_uid, final=final)
         summary = "clean up Jobs, workspace and RBAC; release the run"
         if final is not None:
@@ -660,7 +541,7 @@ class AgentRunWorkflow:
         async def steps() -> None:
             published = await self._act(KubeActivities.clean_up, req, summary, long=True)
             if published is not None:
-                self._retry_later(published.unpublished)
+                self._record.retry_later(published.unpublished)
             # Only now is nothing of the run executing (a killed run's pods are gone), so the slot is free.
             await self._slots.give_back()
 
@@ -678,69 +559,22 @@ class AgentRunWorkflow:
     def _set_phase(self, phase: Phase) -> None:
         self._state.phase = self._state.step = phase
         workflow.upsert_search_attributes([SA_PHASE.value_set(phase)])
-        self._emit("agent.run.phase", {"phase": phase})
-
-    def _cond(self, ctype: str, status: str, reason: str, message: str) -> Condition:
-        """Record a condition (its transition time kept while its status stays); written with the next status."""
-        old = self._conditions.get(ctype)
-        since = old.last_transition_time if old is not None and old.status == status else rfc3339(workflow.now())
-        cond = Condition(type=ctype, status=status, reason=reason, message=message, last_transition_time=since)
-        self._conditions[ctype] = cond
-        return cond
+        self._record.emit("agent.run.phase", {"phase": phase})
 
     async def _queued(self, message: str, position: int) -> None:
         if position:
             self._state.step = f"waiting for a slot (position {position})"
-            self._cond(ConditionType.QUEUED, "True", Reason.MAX_CONCURRENT, message)
+            self._record.cond(ConditionType.QUEUED, "True", Reason.MAX_CONCURRENT, message)
         else:
             self._state.step = "slot granted"
-            self._cond(ConditionType.QUEUED, "False", Reason.SLOT_GRANTED, message)
+            self._record.cond(ConditionType.QUEUED, "False", Reason.SLOT_GRANTED, message)
         workflow.set_current_details(message if position else "")
         await self._write(AgentRunStatus(), f"write status: queued at position {position}" if position
                           else "write status: slot granted")
 
-    def _change(self, status: AgentRunStatus) -> StatusChange:
-        """A status write: these fields, every condition recorded so far, and the events emitted since the last."""
-        assert self._ref is not None
-        return StatusChange(ref=self._ref, update=StatusUpdate(status=status, conditions=list(self._conditions.values())),
-                            events=self._take_events(), first=not self._begun)
-
     async def _write(self, status: AgentRunStatus, summary: str) -> None:
-        published: Published = await self._act(KubeActivities.update_status, self._change(status), summary)
-        self._retry_later(published.unpublished)
-
-    def _emit(self, topic: Topic, data: dict[str, str | int | None]) -> None:
-        """Queue an event for the next step to publish; its ID is fixed here, so a retry is a duplicate."""
-        assert self._ref is not None
-        self._event_seq += 1
-        self._events.append(RunEvent(topic=topic, run_name=self._ref.name, namespace=self._ref.namespace,
-                                     instance_name=self._state.agent, workflow_id=workflow.info().workflow_id,
-                                     seq=self._event_seq, timestamp=rfc3339(workflow.now()), data=data))
-
-    def _take_events(self) -> list[RunEvent]:
-        events, self._events = self._events, []
-        return events
-
-    def _retry_later(self, events: list[RunEvent]) -> None:
-        """Events NATS did not take with their step: retried on their own, for up to an hour; the run goes on."""
-        for event in events:
-            self._retrying_events.append(asyncio.ensure_future(self._publish(event)))
-
-    async def _publish(self, event: RunEvent) -> None:
-        try:
-            await workflow.execute_activity_method(
-                EventActivities.publish_event, event, summary=f"event {event.topic}",
-                start_to_close_timeout=policies.EVENT_CALL, schedule_to_close_timeout=policies.EVENT_BUDGET,
-                retry_policy=policies.EVENT_RETRY)
-        except (ActivityError, asyncio.CancelledError):
-            workflow.logger.warning("event %s could not be published", event.message_id)
-
-    async def _retry_events(self) -> None:
-        """Before the workflow closes: events still queued go out, and retried ones finish (within their budget)."""
-        self._retry_later(self._take_events())
-        for task in self._retrying_events:
-            await task
-        self._retrying_events.clear()
+        published: Published = await self._act(KubeActivities.update_status, self._record.change(status), summary)
+        self._record.retry_later(published.unpublished)
 
     # -- activity plumbing -----------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from models.agentrun import GateStatus
     from models.gate import GateView, Label, RetryChance, Verdict, resolve
     from models.run import Reason
 
@@ -114,6 +115,12 @@ class Gate:
 
     def view_of(self, attempt: int) -> GateView:
         return self.decided.get(attempt, self.view)
+
+    def status(self) -> GateStatus:
+        """The gate as the run's status shows it."""
+        v = self.view
+        return GateStatus(state=v.state, requested_at=v.requested_at, decided_at=v.decided_at,
+                          decided_by=v.decided_by, source=v.source, reason=v.reason)
 
     # -- the gate's own life -------------------------------------------------------------------------
 

@@ -1,0 +1,62 @@
+"""A retried run's attempts (SPEC §4, `lifecycle.retry`): how the gate decided each, and what each agent used.
+
+A retry verdict sends an attempt back while attempts and the chain's token budget last; the status
+keeps the last few attempts, and the run's token usage is the sum over all of them. Pure bookkeeping
+for AgentRunWorkflow, which counts the attempts itself (their number names its steps): no I/O, no
+clock.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from models.agentrun import AttemptRecord, TokenUsage
+    from models.gate import ATTEMPT_REASON_MAX_BYTES, ATTEMPTS_KEPT, GateView, RetryChance, cut_utf8
+    from models.resolve import ResolvedRetry
+    from models.steps import Metrics
+
+
+class Attempts:
+    def __init__(self) -> None:
+        self._decided: list[AttemptRecord] = []  # how the gate decided each attempt (runs with lifecycle.retry)
+        self._metrics: list[Metrics] = []  # each attempt's agent's usage: the run's is their sum
+
+    def ran(self, metrics: Metrics) -> None:
+        """An attempt's agent ended, having used this much."""
+        self._metrics.append(metrics)
+
+    def chance(self, policy: ResolvedRetry | None, attempt: int) -> tuple[RetryChance, str]:
+        """What a retry verdict would mean now: no lifecycle.retry (a reject), another attempt, or none left."""
+        if policy is None:
+            return "off", ""
+        if attempt >= policy.max_attempts:
+            return "exhausted", f"maxAttempts {policy.max_attempts} reached"
+        used = sum(m.input_tokens + m.output_tokens for m in self._metrics)
+        if policy.max_chain_tokens is not None and used >= policy.max_chain_tokens:
+            return "exhausted", f"maxChainTokens {policy.max_chain_tokens} reached: {used} tokens used"
+        return "again", ""
+
+    def decided(self, attempt: int, label: str, view: GateView, reason: str, agent: Metrics) -> None:
+        """Attempt `attempt`'s gate resolved as `view` says; `agent`: its agent's usage, if it was not recorded."""
+        m = self._metrics[-1] if self._metrics else agent
+        self._decided.append(AttemptRecord(
+            attempt=attempt, verdict=label, decided_by=view.decided_by, decided_at=view.decided_at,
+            reason=cut_utf8(reason, ATTEMPT_REASON_MAX_BYTES), tokens=m.input_tokens + m.output_tokens))
+
+    @property
+    def any_decided(self) -> bool:
+        return bool(self._decided)
+
+    def kept(self) -> list[AttemptRecord] | None:
+        """The attempts history as the status keeps it (the last few), or None before any attempt was decided."""
+        return list(self._decided[-ATTEMPTS_KEPT:]) or None
+
+    def usage(self, agent: Metrics) -> TokenUsage:
+        """The run's token usage: summed over the attempts (`agent`'s alone if no attempt's was recorded)."""
+        every = self._metrics or [agent]
+        m = Metrics(input_tokens=sum(x.input_tokens for x in every), output_tokens=sum(x.output_tokens for x in every),
+                    tool_calls=sum(x.tool_calls for x in every), duration_ms=sum(x.duration_ms for x in every))
+        return TokenUsage(input_tokens=m.input_tokens, output_tokens=m.output_tokens,
+                          total_tokens=m.input_tokens + m.output_tokens, tool_calls=m.tool_calls,
+                          duration_ms=m.duration_ms)

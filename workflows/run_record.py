@@ -1,0 +1,106 @@
+"""What a run has to say, kept until a step writes it: its conditions and its events (SPEC §3, §6).
+
+AgentRunWorkflow only decides; every status write and every event goes out with the step that causes
+it. This keeps what the workflow recorded in between: each condition (its transition time kept while
+its status stays, so a rewrite does not look like a change), and the events emitted since the last
+step, each with its sequence number fixed when emitted, so a retried step publishes a duplicate that
+NATS drops, not a new event. Events NATS did not take with their step are retried here on their own,
+an activity each, so the run never waits on NATS; the workflow lets them finish before it closes.
+
+Deterministic: times are `workflow.now()`, and publishing is a workflow activity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.events import EventActivities
+    from models.agentrun import AgentRunStatus, Condition
+    from models.events import RunEvent, Topic
+    from models.resolve import RunRef
+    from models.run import ConditionType, RunState, StatusUpdate
+    from models.steps import StatusChange
+    from models.timestamps import rfc3339
+
+    from . import policies
+    from .gate import Refusal
+
+
+class RunRecord:
+    def __init__(self, state: RunState) -> None:
+        self.ref: RunRef | None = None  # the run, once it starts: events name it (signals may come before)
+        self.begun = False  # begin_run wrote Pending: later writes patch fields of an existing status
+        self._state = state  # the run as the workflow sees it: events name its Agent
+        self._conditions: dict[str, Condition] = {}
+        self._events: list[RunEvent] = []  # emitted, not yet handed to a step
+        self._seq = 0
+        self._retrying: list[asyncio.Task[None]] = []
+
+    # -- conditions ------------------------------------------------------------------------------------
+
+    def cond(self, ctype: str, status: str, reason: str, message: str) -> Condition:
+        """Record a condition (its transition time kept while its status stays); written with the next status."""
+        old = self._conditions.get(ctype)
+        since = old.last_transition_time if old is not None and old.status == status else rfc3339(workflow.now())
+        cond = Condition(type=ctype, status=status, reason=reason, message=message, last_transition_time=since)
+        self._conditions[ctype] = cond
+        return cond
+
+    @property
+    def conditions(self) -> list[Condition]:
+        """Every condition recorded so far: a status write carries them all (the workflow writes without a read)."""
+        return list(self._conditions.values())
+
+    def change(self, status: AgentRunStatus) -> StatusChange:
+        """A status write: these fields, every condition recorded so far, and the events emitted since the last."""
+        assert self.ref is not None
+        return StatusChange(ref=self.ref, update=StatusUpdate(status=status, conditions=self.conditions),
+                            events=self.take_events(), first=not self.begun)
+
+    def refused(self, r: Refusal) -> None:
+        """A verdict the gate refused: the last one in the conditions (with who sent it), an event each."""
+        v = r.verdict
+        self.cond(ConditionType.VERDICT_REFUSED, "True", r.reason,
+                  f"{v.action} from {v.decided_by} ({v.source}) refused: {r.why}")
+        self.emit("agent.run.gate.refused", {"action": v.action, "decidedBy": v.decided_by, "source": v.source,
+                                             "reason": r.reason, "message": r.why})
+
+    # -- events ----------------------------------------------------------------------------------------
+
+    def emit(self, topic: Topic, data: dict[str, str | int | None]) -> None:
+        """Queue an event for the next step to publish; its ID is fixed here, so a retry is a duplicate."""
+        assert self.ref is not None
+        self._seq += 1
+        self._events.append(RunEvent(topic=topic, run_name=self.ref.name, namespace=self.ref.namespace,
+                                     instance_name=self._state.agent, workflow_id=workflow.info().workflow_id,
+                                     seq=self._seq, timestamp=rfc3339(workflow.now()), data=data))
+
+    def take_events(self) -> list[RunEvent]:
+        """The events emitted since the last step, for the next step to publish."""
+        events, self._events = self._events, []
+        return events
+
+    def retry_later(self, events: list[RunEvent]) -> None:
+        """Events NATS did not take with their step: retried on their own, for up to an hour; the run goes on."""
+        for event in events:
+            self._retrying.append(asyncio.ensure_future(self._publish(event)))
+
+    async def _publish(self, event: RunEvent) -> None:
+        try:
+            await workflow.execute_activity_method(
+                EventActivities.publish_event, event, summary=f"event {event.topic}",
+                start_to_close_timeout=policies.EVENT_CALL, schedule_to_close_timeout=policies.EVENT_BUDGET,
+                retry_policy=policies.EVENT_RETRY)
+        except (ActivityError, asyncio.CancelledError):
+            workflow.logger.warning("event %s could not be published", event.message_id)
+
+    async def flush(self) -> None:
+        """Before the workflow closes: events still queued go out, and retried ones finish (within their budget)."""
+        self.retry_later(self.take_events())
+        for task in self._retrying:
+            await task
+        self._retrying.clear()
