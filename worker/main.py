@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.events import EventActivities
 from activities.kube import KubeActivities
@@ -53,6 +54,15 @@ async def connect(settings: WorkerSettings) -> Client:
     return await settings.temporal.connect(runtime=runtime(settings))
 
 
+# The workflows' own modules are imported once per process, not again into each workflow instance's sandbox: that
+# import (the module body, the classes' workflow.defn inspection) was most of a cached workflow's memory and of the
+# CPU to replay an evicted one on its verdict (bench.gate, bench/README.md), and it read the files from disk at
+# that moment, so code changed under a running worker could meet the models it had loaded. The sandbox's
+# determinism restrictions still check every workflow code path in CI: the workflow unit tests and the replay of
+# the recorded histories run the SDK's default sandbox, which re-imports them.
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows"))
+
+
 def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer | None = None) -> Worker:
     events = EventActivities(settings.nats.url or None)
     acts = KubeActivities(settings.kube.api_client(user_agent=user_agent("worker")), default_image=settings.agent_image,
@@ -68,6 +78,7 @@ def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer
                     PruneActivities(acts.kube).prune_run_history, *SlotActivities().all()],
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
+        workflow_runner=WORKFLOW_RUNNER,
     )
 
 
