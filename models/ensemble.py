@@ -109,6 +109,7 @@ class StimulusSpec(K8sModel):
     trigger: Literal["onReady", "manual"] = "onReady"
 
 
+# The PersonaPack's relationships have one type fewer (models/personapack.py).
 class Relationship(K8sModel):
     source: str
     target: str
@@ -118,23 +119,29 @@ class Relationship(K8sModel):
     result_format: str = ""
 
 
-class EnsembleSpec(K8sModel):
+# What an Ensemble and the PersonaPack it grew out of share at the top of their spec (the persona list itself,
+# `agentConfigs` or `personas`, is each kind's own). A comment, not a docstring: a docstring would become the
+# CRD's description.
+class PackSpecBase(K8sModel):
     enabled: bool = False
     description: str = ""
     category: str = ""
     version: str = ""
-    agent_configs: list[AgentConfigSpec]
     auth_refs: list[PackSecretRef] = Field(default_factory=list)
     exclude_personas: list[str] = Field(default_factory=list)
     channel_configs: dict[str, str] = Field(default_factory=dict)
     policy_ref: str = ""
     base_url: str = Field("", alias="baseURL")
-    provider_headers: dict[str, str] = Field(default_factory=dict)
-    provider_headers_secret_ref: str = ""
-    model_ref: str = ""
     skill_params: dict[str, dict[str, str]] = Field(default_factory=dict)
     task_override: str = ""
     channel_access_control: dict[str, Obj] = Field(default_factory=dict)
+
+
+class EnsembleSpec(PackSpecBase):
+    agent_configs: list[AgentConfigSpec]
+    provider_headers: dict[str, str] = Field(default_factory=dict)
+    provider_headers_secret_ref: str = ""
+    model_ref: str = ""
     channel_triggers: dict[str, Obj] = Field(default_factory=dict)
     slack_options: Obj | None = None
     channel_volumes: dict[str, list[Obj]] = Field(default_factory=dict)

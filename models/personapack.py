@@ -19,10 +19,11 @@ from .ensemble import (
     EnsembleSpec,
     InstalledPersona,
     Obj,
-    PackSecretRef,
+    PackSpecBase,
     PersonaMemory,
     PersonaSchedule,
     PersonaWebEndpoint,
+    Relationship,
     ToolPolicy,
 )
 
@@ -52,29 +53,12 @@ class PersonaSharedMemory(K8sModel):
     access_rules: list[PersonaAccessRule] = Field(default_factory=list)
 
 
-class PersonaRelationship(K8sModel):
-    source: str
-    target: str
-    type: Literal["delegation", "sequential", "supervision"]
-    condition: str = ""
-    timeout: str = ""
-    result_format: str = ""
+class PersonaRelationship(Relationship):
+    type: Literal["delegation", "sequential", "supervision"]  # no "stimulus" yet
 
 
-class PersonaPackSpec(K8sModel):
-    enabled: bool = False
-    description: str = ""
-    category: str = ""
-    version: str = ""
+class PersonaPackSpec(PackSpecBase):
     personas: list[PersonaSpec]
-    auth_refs: list[PackSecretRef] = Field(default_factory=list)
-    exclude_personas: list[str] = Field(default_factory=list)
-    channel_configs: dict[str, str] = Field(default_factory=dict)
-    policy_ref: str = ""
-    base_url: str = Field("", alias="baseURL")
-    skill_params: dict[str, dict[str, str]] = Field(default_factory=dict)
-    task_override: str = ""
-    channel_access_control: dict[str, Obj] = Field(default_factory=dict)
     agent_sandbox: Obj | None = None
     shared_memory: PersonaSharedMemory | None = None
     relationships: list[PersonaRelationship] = Field(default_factory=list)
