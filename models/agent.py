@@ -91,7 +91,9 @@ class LegacyProvider(K8sModel):
 # the web endpoint): typed as upstream types them, so `kubectl apply --validate=strict` accepts them and nothing is
 # pruned; models/compat.py lists them and has them warned about (admission) and noted in the run's status.
 
-class ChannelSecretRef(K8sModel):
+class SecretRef(K8sModel):
+    """Sympozium's SecretRef: `secret` is required (an empty name is allowed, as for keyless providers)."""
+
     provider: str = ""
     secret: str
 
@@ -119,7 +121,7 @@ class SlackChannelOptions(K8sModel):
 
 class ChannelSpec(K8sModel):
     type: str
-    config_ref: ChannelSecretRef | None = None
+    config_ref: SecretRef | None = None
     access_control: ChannelAccessControl | None = None
     triggers: ChannelTriggers | None = None
     slack: SlackChannelOptions | None = None

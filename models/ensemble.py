@@ -12,24 +12,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema
 
-from .agent import Subagents
-from .agentrun import Lifecycle
+from .agent import SecretRef, Subagents
+from .agentrun import Lifecycle, ToolPolicy
 from .base import K8sModel
 
 # A Kubernetes-shaped value we keep whole (a Volume, a channel's access rules): any object, nothing pruned.
 Obj = Annotated[dict[str, Any], WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})]
-
-
-class PackSecretRef(K8sModel):
-    """Sympozium's SecretRef: `secret` is required (an empty name is allowed, as for keyless providers)."""
-
-    provider: str = ""
-    secret: str
-
-
-class ToolPolicy(K8sModel):
-    allow: list[str] = Field(default_factory=list)
-    deny: list[str] = Field(default_factory=list)
 
 
 class PersonaSchedule(K8sModel):
@@ -127,7 +115,7 @@ class PackSpecBase(K8sModel):
     description: str = ""
     category: str = ""
     version: str = ""
-    auth_refs: list[PackSecretRef] = Field(default_factory=list)
+    auth_refs: list[SecretRef] = Field(default_factory=list)
     exclude_personas: list[str] = Field(default_factory=list)
     channel_configs: dict[str, str] = Field(default_factory=dict)
     policy_ref: str = ""

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .agentrun import Lifecycle
+from .agentrun import Lifecycle, ToolPolicy
 from .base import K8sModel
 from .ensemble import (
     Condition,
@@ -24,7 +24,6 @@ from .ensemble import (
     PersonaSchedule,
     PersonaWebEndpoint,
     Relationship,
-    ToolPolicy,
 )
 
 

@@ -23,8 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from .agent import SecretRef
 from .base import FieldProblem, parse
-from .ensemble import AgentConfigSpec, EnsembleSpec, InstalledPersona, PackSecretRef
+from .ensemble import AgentConfigSpec, EnsembleSpec, InstalledPersona
 from .names import API_VERSION
 from .personapack import PersonaPackSpec, as_ensemble_spec
 
@@ -148,7 +149,7 @@ def interval_to_cron(interval: str, offset: int) -> str:
     return f"{offset % 60} * * * *"
 
 
-def _auth_refs(spec: EnsembleSpec, persona: AgentConfigSpec) -> list[PackSecretRef]:
+def _auth_refs(spec: EnsembleSpec, persona: AgentConfigSpec) -> list[SecretRef]:
     """The pack's auth refs; a persona that pins a provider takes only that provider's, when there are any."""
     if persona.provider:
         matched = [r for r in spec.auth_refs if r.provider == persona.provider]
