@@ -68,11 +68,19 @@ def skill_pack_names(refs: list[SkillRef]) -> list[str]:
     return out
 
 
+def _pack_named(ref: str, packs: dict[str, dict[str, object]]) -> tuple[str, dict[str, object] | None]:
+    """The SkillPack a `skillPackRef` names, as given or without Sympozium's ConfigMap prefix; (name, None) if none."""
+    obj = packs.get(ref)
+    if obj is None and ref.startswith(CONFIGMAP_PREFIX):
+        ref = ref[len(CONFIGMAP_PREFIX):]
+        obj = packs.get(ref)
+    return ref, obj
+
+
 def missing_packs(refs: list[SkillRef], packs: dict[str, dict[str, object]]) -> list[str]:
-    """The `skillPackRef`s that name no SkillPack in `packs` (as given, or without the ConfigMap prefix): skipped by
-    `resolve_skills`, and worth a warning at admission."""
-    return [r.skill_pack_ref for r in refs if r.skill_pack_ref and r.skill_pack_ref not in packs
-            and r.skill_pack_ref.removeprefix(CONFIGMAP_PREFIX) not in packs]
+    """The `skillPackRef`s that name no SkillPack in `packs`: skipped by `resolve_skills`, and worth a warning at
+    admission."""
+    return [r.skill_pack_ref for r in refs if r.skill_pack_ref and _pack_named(r.skill_pack_ref, packs)[1] is None]
 
 
 def resolve_skills(refs: list[SkillRef], packs: dict[str, dict[str, object]], *, field: str,
@@ -87,11 +95,7 @@ def resolve_skills(refs: list[SkillRef], packs: dict[str, dict[str, object]], *,
             out.append(ResolvedSkillPack(name=ref.config_map_ref, config_map=ref.config_map_ref))
         if not ref.skill_pack_ref:
             continue
-        name = ref.skill_pack_ref
-        obj = packs.get(name)
-        if obj is None and name.startswith(CONFIGMAP_PREFIX):
-            name = name[len(CONFIGMAP_PREFIX):]
-            obj = packs.get(name)
+        name, obj = _pack_named(ref.skill_pack_ref, packs)
         if obj is None or name in seen:
             continue  # not there: skipped, as Sympozium does (see the module's docstring)
         seen.add(name)
