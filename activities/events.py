@@ -168,7 +168,11 @@ class EventActivities:
             if e.err_code == SUBJECTS_OVERLAP:
                 log.warning("stream %s not created: another stream already stores %s.>; events go there",
                             self.stream, SUBJECT_PREFIX)
-            elif e.err_code != STREAM_NAME_IN_USE:
+            elif e.err_code == STREAM_NAME_IN_USE:
+                # Another worker is creating it this moment: publish once the stream answers, not before (a publish
+                # in between finds no stream and would fail this attempt).
+                await js.stream_info(self.stream)
+            else:
                 raise
 
     async def _drop(self) -> None:
