@@ -19,6 +19,7 @@ from models.gate import GateView, Verdict
 from models.kube import NotFound
 from models.names import AGENTRUNS, AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, LABEL_INSTANCE, VERSION
 from workflows.agent_run import AgentRunWorkflow
+from workflows.gate import FINISHED
 
 from . import admission
 from .auth import Caller
@@ -105,7 +106,7 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     st = run.get("status") or {}
     wid = st.get("workflowId")
     if st.get("phase") in TERMINAL_PHASES:
-        raise HTTPException(status_code=409, detail=f'run is {st["phase"]}: its gate can no longer take a verdict')
+        raise HTTPException(status_code=409, detail=FINISHED)
     if not wid or state.temporal is None:
         raise HTTPException(status_code=409, detail="the run has not started yet; retry in a moment")
     verdict = Verdict(action=action, response=response, reason=reason, decided_by=who, source="api")
@@ -119,7 +120,7 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
         raise HTTPException(status_code=409, detail=getattr(cause, "message", None) or str(e)) from e
     except RPCError as e:
         if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-            raise HTTPException(status_code=409, detail="the run's workflow has finished") from e
+            raise HTTPException(status_code=409, detail=FINISHED) from e
         raise HTTPException(status_code=503, detail=f"temporal is unavailable: {e.message}") from e
     state.verdicts[view.state] += 1
     if view.state == "none":

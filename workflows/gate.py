@@ -44,6 +44,11 @@ def _source(v: Verdict | None, *, hook_failed: bool) -> str:
     return "temporal" if v.decided_by.startswith("temporal:") else v.source
 
 
+# One refusal for a run that has ended, however the verdict reaches it (the API says the same when the run's status
+# or Temporal already shows the end), so a caller is told the same thing whichever happened first.
+FINISHED = "the run has finished: its gate can no longer take a verdict"
+
+
 class Gate:
     def __init__(self) -> None:
         self.has_gate: bool | None = None  # None until the run is resolved
@@ -78,7 +83,7 @@ class Gate:
     def refusal(self, verdict: Verdict) -> Refusal | None:
         """Why the Update's verdict cannot be taken now (strict runs), or None."""
         if self.done:
-            return Refusal(verdict, Reason.RUN_FINISHED, "the run has finished")
+            return Refusal(verdict, Reason.RUN_FINISHED, FINISHED)
         if self.has_gate is False:
             return Refusal(verdict, Reason.NO_GATE, "the run has no gate (no postRun hook with gate: true)")
         if self.verdict is not None or self.view.gate_verdict is not None:
@@ -94,7 +99,7 @@ class Gate:
     def check(self, verdict: Verdict) -> None:
         """The Update's validator for runs on the old rules: refuse (the caller sees why) what the gate cannot take."""
         if self.done:
-            raise ValueError("the run has finished")
+            raise ValueError(FINISHED)
         if self.has_gate is False:
             raise ValueError("the run has no gate (no postRun hook with gate: true)")
         if self.verdict is not None or self.view.gate_verdict is not None:
