@@ -54,10 +54,14 @@ def _policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parent_and_runtime_class(stack: Stack, ns: str) -> None:
-    """What OK refers to exists: the RuntimeClass gvisor and the parent run "up" (of an Agent without a policy)."""
+    """What OK refers to exists: the RuntimeClass gvisor and the parent run "up" (of an Agent without a policy).
+
+    Every run of the test names "up" as its parent, so its Agent takes that many children: with the default
+    maxChildrenPerAgent (3) the compliant run was refused whenever the runs' creation spanned a second boundary
+    (siblings are ordered by creationTimestamp, then name), as it did once on a loaded CI machine."""
     ensure_runtime_class(stack.api, "gvisor")
     if stack.get_run(ns, "up") is None:
-        stack.create(ns, "agents", agent("free"))
+        stack.create(ns, "agents", agent("free", subagents={"maxChildrenPerAgent": 50, "maxConcurrent": 50}))
         stack.create(ns, "agentruns", agent_run("up", agent_ref="free"))
 
 
