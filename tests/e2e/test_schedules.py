@@ -174,9 +174,17 @@ async def test_forbid_skips_ticks_while_a_run_is_active_and_resumes_after(
     assert phase(stack.wait_phase(namespace, first["metadata"]["name"], timeout=30)) == "Succeeded"
     await wait_for_async(lambda: _no_running_ticks(temporal_client, namespace, "solo"), timeout=30,
                          what="the first tick to close")
+    # The scheduler learns of the tick's end on its own time: a trigger before that is one more overlap skip
+    # (CI once saw no second run, 20 s after such a trigger).
+    await wait_for_async(lambda: _scheduler_idle(handle), timeout=30, what="the scheduler to see the first tick end")
     await handle.trigger()
-    second = wait_for(lambda: (lambda rs: rs[1] if len(rs) == 2 else None)(runs_of(stack, namespace, "solo")),
-                      timeout=20, what="a second run after the first ended")
+    try:
+        second = wait_for(lambda: (lambda rs: rs[1] if len(rs) == 2 else None)(runs_of(stack, namespace, "solo")),
+                          timeout=60, what="a second run after the first ended")
+    except AssertionError as e:
+        info = (await handle.describe()).info
+        raise AssertionError(f"{e}; schedule: {info.num_actions} actions, {info.num_actions_skipped_overlap} "
+                             f"skipped, running {info.running_actions}") from e
     _wait_gate_pending(stack, namespace, second["metadata"]["name"])
     _approve(stack, namespace, second["metadata"]["name"])
     assert phase(stack.wait_phase(namespace, second["metadata"]["name"], timeout=30)) == "Succeeded"
@@ -202,6 +210,10 @@ def _approve(stack: Stack, ns: str, name: str) -> None:
 
 async def _skipped(handle: ScheduleHandle, n: int) -> bool:
     return (await handle.describe()).info.num_actions_skipped_overlap >= n
+
+
+async def _scheduler_idle(handle: ScheduleHandle) -> bool:
+    return not (await handle.describe()).info.running_actions
 
 
 async def _no_running_ticks(temporal: Client, ns: str, name: str) -> bool:

@@ -139,6 +139,10 @@ async def test_ended_jobs_and_pods_are_let_go_after_keep_ended_and_a_look_then_a
         busy = batch.create_namespaced_job(namespace, busy_job).metadata.uid
         wait_for(lambda: (p := inf.pod_of(done)) is not None and p.status.phase == "Succeeded", timeout=30,
                  what="the view to see the pod succeed")
+        # The Job's Complete condition comes after its pod's end (CI once swept between the two).
+        wait_for(lambda: (j := inf.job(done)) is not None
+                 and any(c.type == "Complete" and c.status == "True" for c in j.status.conditions or []),
+                 timeout=30, what="the view to see the Job complete")
         wait_for(lambda: (p := inf.pod_of(busy)) is not None and p.status.phase == "Running", timeout=30,
                  what="the other pod to run")
         assert inf.sweep() == 0  # ended a moment ago: still held, for the step its end wakes
