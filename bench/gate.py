@@ -63,6 +63,7 @@ from bench.runs import (
     VERSION,
     Stack,
     Watcher,
+    _cpu,
     _percentile,
     _proc_status,
     _requests_line,
@@ -269,6 +270,11 @@ def _rss(stack: Stack, api: Api | None) -> str:
     return ", ".join(f"{name} {_proc_status(pid, 'VmRSS'):.0f}" for name, pid in pids.items())
 
 
+def _cpu_all(stack: Stack, api: Api) -> dict[str, float]:
+    """CPU seconds so far of each process of the stack, the API's too."""
+    return {**stack.cpu(), "api": _cpu(api.proc.pid)[0]}
+
+
 def _children(pid: int) -> int:
     """Direct child processes of a process (localkube's pods run as its children)."""
     n = 0
@@ -346,7 +352,7 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     core: Any = client.CoreV1Api(stack.api)
     names = [f"park-{i}" for i in range(count)]
     stack.stats(reset=True)
-    cpu0 = stack.cpu()
+    cpu0 = _cpu_all(stack, api)
 
     created: dict[str, float] = {}
 
@@ -370,7 +376,7 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     with tracker.cond:
         at = [a for a in (tracker.parked_at(n) for n in names) if a is not None]
     took = (max(at) if at else time.perf_counter()) - t0
-    cpu1 = stack.cpu()
+    cpu1 = _cpu_all(stack, api)
     counts = stack.stats()
     not_parked = [n for n in names if not tracker.parked(n)]
     print(f"parked                {len(at)} of {count} runs waiting at the gate (PostRunning, gate pending, hook "
@@ -399,10 +405,10 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     # Parked: measure, touching nothing.
     time.sleep(2)  # let the last status writes and Job-finished signals settle
     stack.stats(reset=True)
-    cpu0 = stack.cpu()
+    cpu0 = _cpu_all(stack, api)
     time.sleep(seconds)
     counts = stack.stats()
-    cpu1 = stack.cpu()
+    cpu1 = _cpu_all(stack, api)
     print(f"  while parked, over {seconds:.0f} s: " + _requests_line(counts, seconds / 60, "Kubernetes API requests/min")
           + "  [the bench's own two watches reconnect every 120 s: up to 2 'watch' requests are the bench's]")
     cpu = ", ".join(f"{k} {(cpu1[k] - cpu0.get(k, 0.0)) / seconds * 100:.1f}%" for k in cpu1)
@@ -426,7 +432,7 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     codes: Counter[int] = Counter()
     bodies: dict[int, str] = {}
     stack.stats(reset=True)
-    cpu0 = stack.cpu()
+    cpu0 = _cpu_all(stack, api)
 
     def approve(name: str) -> None:
         code, body = api.approve(name)
@@ -445,7 +451,7 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     done = [n for n in todo if n in tracker.terminal_at]
     approved = [n for n in done if tracker.phase.get(n) == "Succeeded" and tracker.verdict.get(n) == "approved"]
     last = max((tracker.terminal_at[n] for n in done), default=t1) - t1
-    cpu1 = stack.cpu()
+    cpu1 = _cpu_all(stack, api)
     counts = stack.stats()
     print(f"approve all           {len(approved)} of {len(todo)} parked runs Succeeded with gateVerdict approved, the "
           f"last {last:.1f} s after the first API call ({len(approved) / max(last, 1e-9):.1f} runs/s; "
@@ -463,6 +469,9 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     print(f"  CPU ms per approved run: {cpu}")
     print("  Kubernetes API requests per approved run (to the terminal status and the cleanup so far): "
           + _requests_line(counts, max(len(todo), 1), "requests"))
+    spent = {k: (cpu1[k] - cpu0.get(k, 0.0)) / max(len(todo), 1) * 1000 for k in cpu1}
+    figures["approve_cpu_ms_per_run"] = sum(spent.values())
+    figures["approve_worker_cpu_ms_per_run"] = spent.get("worker")
     figures["approve_all_runs_per_s"] = len(approved) / max(last, 1e-9)
     figures["approved"] = float(len(approved))
     return figures
