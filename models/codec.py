@@ -32,9 +32,9 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import PayloadCodec
 
+from .converter import PayloadConverter
 from .gate import Verdict
 
 ENCODING = b"binary/encrypted"
@@ -183,7 +183,7 @@ class SealMarkingCodec(EncryptionCodec):
         return out
 
 
-class SealAwarePayloadConverter(PydanticPayloadConverter):
+class SealAwarePayloadConverter(PayloadConverter):
     """Pydantic payloads; a gate verdict learns whether it arrived sealed (used with `SealMarkingCodec`)."""
 
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[object]:

@@ -122,17 +122,17 @@ class TemporalSettings(BaseModel):
         through the codec too (they can quote a hook's output or a spec's values)."""
         import dataclasses
 
-        from temporalio.contrib.pydantic import pydantic_data_converter
         from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
         from .codec import SealAwarePayloadConverter, SealMarkingCodec
+        from .converter import DATA_CONVERTER
 
         codec = self.codec()
         if codec is None:
-            return pydantic_data_converter
+            return DATA_CONVERTER
         # Decoding also marks what arrived encrypted, so a gate verdict can tell our API and bridge (which hold the
         # key) from anyone else who can write to Temporal (models/gate.py `marked`).
-        return dataclasses.replace(pydantic_data_converter, payload_codec=SealMarkingCodec(codec.keys),
+        return dataclasses.replace(DATA_CONVERTER, payload_codec=SealMarkingCodec(codec.keys),
                                    payload_converter_class=SealAwarePayloadConverter,
                                    failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
 

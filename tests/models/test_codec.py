@@ -31,6 +31,7 @@ from models.codec import (
     new_key_line,
     parse_keys,
 )
+from models.converter import DATA_CONVERTER
 from models.gate import Verdict
 from models.settings import SettingsError, TemporalSettings
 
@@ -136,7 +137,7 @@ def test_settings_refuse_a_missing_key_file_and_build_an_encrypting_converter(tm
     missing = TemporalSettings(codec_keys_file=str(tmp_path / "nope"))
     with pytest.raises(SettingsError, match=f"AGENTRUN_TEMPORAL__CODEC_KEYS_FILE={tmp_path / 'nope'}: cannot read"):
         missing.data_converter()
-    assert TemporalSettings().data_converter() is pydantic_data_converter
+    assert TemporalSettings().data_converter() is DATA_CONVERTER  # plain payloads (models/converter.py)
     keys = ensure_key_file(tmp_path / "state" / "codec-keys")
     converter = TemporalSettings(codec_keys_file=str(keys)).data_converter()
     assert isinstance(converter.payload_codec, EncryptionCodec)
