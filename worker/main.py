@@ -10,8 +10,7 @@ import sys
 from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.events import EventActivities
 from activities.kube import KubeActivities
@@ -54,13 +53,14 @@ async def connect(settings: WorkerSettings) -> Client:
     return await settings.temporal.connect(runtime=runtime(settings))
 
 
-# The workflows' own modules are imported once per process, not again into each workflow instance's sandbox: that
-# import (the module body, the classes' workflow.defn inspection) was most of a cached workflow's memory and of the
-# CPU to replay an evicted one on its verdict (bench.gate, bench/README.md), and it read the files from disk at
-# that moment, so code changed under a running worker could meet the models it had loaded. The sandbox's
-# determinism restrictions still check every workflow code path in CI: the workflow unit tests and the replay of
-# the recorded histories run the SDK's default sandbox, which re-imports them.
-WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows"))
+# The worker runs workflows outside the SDK's sandbox. The sandbox re-imported the workflows' modules into every
+# workflow instance (most of a cached workflow's memory, and code changed on disk under a running worker met the
+# models it had loaded); with those modules passed through, its restrictions no longer reached our workflow code, yet
+# its machinery still cost about 40% of the CPU of each workflow task: `python -m bench.replay` (one run, load 1.4)
+# replayed a whole gated run in 48 ms of CPU passed through, 27 ms unsandboxed. A verdict on an evicted run pays
+# that replay. The sandbox's determinism restrictions still check every workflow code path in CI: the workflow unit
+# tests and the replay of the recorded histories run the SDK's default sandbox.
+WORKFLOW_RUNNER = UnsandboxedWorkflowRunner()
 
 
 def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer | None = None) -> Worker:

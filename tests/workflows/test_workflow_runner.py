@@ -1,5 +1,5 @@
-"""The worker's workflow runner (worker/main.py WORKFLOW_RUNNER: the workflows' modules passed through, imported once
-per process) runs a run to its verdict, also when every workflow task is a replay (no workflow kept in the cache)."""
+"""The worker's workflow runner (worker/main.py WORKFLOW_RUNNER: outside the SDK's sandbox) runs a run to its verdict,
+also when every workflow task is a replay (no workflow kept in the cache)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ async def test_the_workers_runner_takes_a_gated_run_to_its_verdict(env: Workflow
     cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK]), jobs={"post-run": WAITING_GATE})
     assert cluster.run is not None
     queue = f"q-{uuid.uuid4()}"
-    # max_cached_workflows=0: each task replays the history so far, through the passed-through modules.
+    # max_cached_workflows=0: each task replays the history so far.
     async with Worker(env.client, task_queue=queue, workflows=[AgentRunWorkflow], activities=cluster.activities(),
                       workflow_runner=WORKFLOW_RUNNER, max_cached_workflows=cached):
         handle = await env.client.start_workflow(AgentRunWorkflow.run, StartRun(ref=cluster.run.ref),
