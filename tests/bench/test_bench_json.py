@@ -1,4 +1,5 @@
-"""`bench.runs --json` and `bench.gate --json` end with one JSON object whose keys bench/README.md documents.
+"""`bench.runs --json`, `bench.gate --json` and `bench.replay --json` end with one JSON object whose keys
+bench/README.md documents.
 
 At a tiny load: this checks the scripts and their contract, not the figures (the benches assert nothing)."""
 
@@ -46,3 +47,18 @@ def test_the_last_line_is_the_documented_figures(script: str) -> None:
     assert set(figures) == _documented(script)
     assert all(v is None or isinstance(v, int | float) for v in figures.values()), figures
     assert figures["runs_per_s" if script == "runs" else "approve_all_runs_per_s"] > 0
+
+
+def test_the_replay_bench_ends_with_its_documented_figures_and_names_a_missing_history() -> None:
+    out = subprocess.run([sys.executable, "-m", "bench.replay", "--replays", "2", "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 5, out.stdout  # the history, a line per runner, the figures
+    figures = json.loads(lines[-1])
+    assert set(figures) == _documented("replay")
+    assert all(figures[f"{runner}_cpu_ms_per_replay"] > 0 for runner in ("default", "passthrough", "worker"))
+    bad = subprocess.run([sys.executable, "-m", "bench.replay", "--history", "nope"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no recorded history 'nope'; known: " in bad.stderr, bad.stderr
+    assert "v3-gate-approved-then-hooks" in bad.stderr
