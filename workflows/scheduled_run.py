@@ -14,7 +14,12 @@ import asyncio
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
@@ -39,6 +44,8 @@ from .agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, RunRes
 from .agent_run_v1 import AgentRunWorkflowV1
 
 SCHEDULED_START = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+# Ticks with this marker start their run's workflow only if that workflow ID never ran (REJECT_DUPLICATE).
+ONE_EXECUTION_PATCH = "tick-child-once"
 
 
 @workflow.defn
@@ -86,9 +93,13 @@ class ScheduledRunWorkflow:
     async def _follow(self, ref: RunRef) -> TickResult:
         # Ticks recorded before the type "AgentRun" existed started (and replay) version 1.
         run = AgentRunWorkflow.run if workflow.patched("agent-run-type-v2") else AgentRunWorkflowV1.run
+        # One execution per run object, ever (as the bridge starts them): a tick in the same second as an earlier one
+        # names the same run, and must not start that finished run's workflow again.
+        reuse = (WorkflowIDReusePolicy.REJECT_DUPLICATE if workflow.patched(ONE_EXECUTION_PATCH)
+                 else WorkflowIDReusePolicy.ALLOW_DUPLICATE)
         try:
             child = await workflow.start_child_workflow(
-                run, StartRun(ref=ref), id=workflow_id(ref),
+                run, StartRun(ref=ref), id=workflow_id(ref), id_reuse_policy=reuse,
                 # The run outlives this tick if the tick is closed: its object and cleanup are its own.
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 cancellation_type=workflow.ChildWorkflowCancellationType.ABANDON,
@@ -98,7 +109,8 @@ class ScheduledRunWorkflow:
                 static_summary=f"AgentRun {ref.namespace}/{ref.name}",
             )
         except WorkflowAlreadyStartedError:
-            # The bridge started it (this tick looked gone to it): the run goes on, unfollowed.
+            # The bridge started it (this tick looked gone to it), or it ran already (the tick of an earlier trigger in
+            # the same second made it): the run goes on, or stays finished, unfollowed.
             return self._done(phase="Started")
         try:
             result: RunResult = await child
