@@ -177,6 +177,11 @@ async def test_forbid_skips_ticks_while_a_run_is_active_and_resumes_after(
     # The scheduler learns of the tick's end on its own time: a trigger before that is one more overlap skip
     # (CI once saw no second run, 20 s after such a trigger).
     await wait_for_async(lambda: _scheduler_idle(handle), timeout=30, what="the scheduler to see the first tick end")
+    # Run names carry the tick's second: a trigger in the first tick's second names the first run again (CI once
+    # got there within that second; the tick then finds the run and must not run it twice), so the next one waits.
+    tick_time = datetime.strptime(first["metadata"]["annotations"]["agentrun.dev/tick-time"], "%Y-%m-%dT%H:%M:%SZ")
+    wait_for(lambda: datetime.now(UTC) >= tick_time.replace(tzinfo=UTC) + timedelta(seconds=1), timeout=5,
+             what="a second after the first tick's")
     await handle.trigger()
     try:
         second = wait_for(lambda: (lambda rs: rs[1] if len(rs) == 2 else None)(runs_of(stack, namespace, "solo")),
@@ -190,6 +195,10 @@ async def test_forbid_skips_ticks_while_a_run_is_active_and_resumes_after(
     assert phase(stack.wait_phase(namespace, second["metadata"]["name"], timeout=30)) == "Succeeded"
     # Never two at once: the second was created only after the first was terminal.
     assert _max_active(runs) == 1
+    # And each run's workflow ran once.
+    for run in runs_of(stack, namespace, "solo"):
+        wid = run["status"]["workflowId"]
+        assert len([w async for w in temporal_client.list_workflows(f'WorkflowId = "{wid}"')]) == 1, wid
 
 
 # A gate hook that leaves the run waiting for a verdict (SPEC §4).
