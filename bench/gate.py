@@ -465,11 +465,10 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
         n = other[0]
         print(f"  {len(other)} not approved, e.g. {n}: phase {tracker.phase.get(n)!r} gateVerdict "
               f"{tracker.verdict.get(n)!r} {tracker.errors.get(n, '')}")
-    cpu = ", ".join(f"{k} {(cpu1[k] - cpu0.get(k, 0.0)) / max(len(todo), 1) * 1000:.0f}" for k in cpu1)
-    print(f"  CPU ms per approved run: {cpu}")
+    spent = {k: (cpu1[k] - cpu0.get(k, 0.0)) / max(len(todo), 1) * 1000 for k in cpu1}  # CPU ms per approved run
+    print("  CPU ms per approved run: " + ", ".join(f"{k} {ms:.0f}" for k, ms in spent.items()))
     print("  Kubernetes API requests per approved run (to the terminal status and the cleanup so far): "
           + _requests_line(counts, max(len(todo), 1), "requests"))
-    spent = {k: (cpu1[k] - cpu0.get(k, 0.0)) / max(len(todo), 1) * 1000 for k in cpu1}
     figures["approve_cpu_ms_per_run"] = sum(spent.values())
     figures["approve_worker_cpu_ms_per_run"] = spent.get("worker")
     figures["approve_all_runs_per_s"] = len(approved) / max(last, 1e-9)
