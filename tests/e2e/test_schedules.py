@@ -165,9 +165,7 @@ async def test_forbid_skips_ticks_while_a_run_is_active_and_resumes_after(
     try:
         await wait_for_async(lambda: _skipped(handle, 2), timeout=60, what="two skipped ticks")
     except AssertionError as e:
-        info = (await handle.describe()).info
-        raise AssertionError(f"{e}; schedule: {info.num_actions} actions, {info.num_actions_skipped_overlap} "
-                             f"skipped, running {info.running_actions}, first run "
+        raise AssertionError(f"{e}; {await _schedule_counts(handle)}, first run "
                              f"{(stack.get_run(namespace, first['metadata']['name']) or {}).get('status')}") from e
     assert [r["metadata"]["name"] for r in runs_of(stack, namespace, "solo")] == [first["metadata"]["name"]]
     _approve(stack, namespace, first["metadata"]["name"])
@@ -187,9 +185,7 @@ async def test_forbid_skips_ticks_while_a_run_is_active_and_resumes_after(
         second = wait_for(lambda: (lambda rs: rs[1] if len(rs) == 2 else None)(runs_of(stack, namespace, "solo")),
                           timeout=60, what="a second run after the first ended")
     except AssertionError as e:
-        info = (await handle.describe()).info
-        raise AssertionError(f"{e}; schedule: {info.num_actions} actions, {info.num_actions_skipped_overlap} "
-                             f"skipped, running {info.running_actions}") from e
+        raise AssertionError(f"{e}; {await _schedule_counts(handle)}") from e
     _wait_gate_pending(stack, namespace, second["metadata"]["name"])
     _approve(stack, namespace, second["metadata"]["name"])
     assert phase(stack.wait_phase(namespace, second["metadata"]["name"], timeout=30)) == "Succeeded"
@@ -219,6 +215,13 @@ def _approve(stack: Stack, ns: str, name: str) -> None:
 
 async def _skipped(handle: ScheduleHandle, n: int) -> bool:
     return (await handle.describe()).info.num_actions_skipped_overlap >= n
+
+
+async def _schedule_counts(handle: ScheduleHandle) -> str:
+    """What the scheduler says of the schedule, for a failure message."""
+    info = (await handle.describe()).info
+    return (f"schedule: {info.num_actions} actions, {info.num_actions_skipped_overlap} skipped, "
+            f"running {info.running_actions}")
 
 
 async def _scheduler_idle(handle: ScheduleHandle) -> bool:
