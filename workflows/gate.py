@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from models.agentrun import GateStatus
     from models.gate import GateView, Label, RetryChance, Verdict, resolve
     from models.run import Reason
+    from models.steps import HookOutcome
 
 
 @dataclass
@@ -42,6 +43,13 @@ def _source(v: Verdict | None, *, hook_failed: bool) -> str:
     if v is None:
         return "gate-hook" if hook_failed else "timeout"
     return "temporal" if v.decided_by.startswith("temporal:") else v.source
+
+
+def gate_hook_failed(hook: HookOutcome, gate_hook: str, *, has_verdict: bool) -> bool:
+    """The gate's Job came to `hook`: did the gate hook fail without a verdict (which resolves the gate at
+    once)? A gate hook killed only for its own timeout (exit 124: a Sympozium-style `sleep` approval hook)
+    leaves the run waiting, like one that exits 0."""
+    return not hook.ok and hook.failed_hook == gate_hook and hook.exit_code != 124 and not has_verdict
 
 
 # One refusal for a run that has ended, however the verdict reaches it (the API says the same when the run's status
@@ -104,6 +112,21 @@ class Gate:
             raise ValueError("the run has no gate (no postRun hook with gate: true)")
         if self.verdict is not None or self.view.gate_verdict is not None:
             raise ValueError("the gate already has a verdict")
+
+    def submit(self, verdict: Verdict) -> Refusal | None:
+        """The Update's verdict: strict runs refuse what the gate cannot take now (kept for the record, and
+        returned: the caller sees why); else it is taken (on the old rules `check` has validated it)."""
+        refusal = self.refusal(verdict) if self.strict else None
+        if refusal is not None:
+            self.refuse(refusal)
+        else:
+            self.accept(verdict)
+        return refusal
+
+    @property
+    def waiting(self) -> bool:
+        """The gate has started waiting (and not yet resolved)."""
+        return self.view.state == "pending"
 
     def accept(self, verdict: Verdict) -> bool:
         """The Update's verdict (validated); False when the gate has not started waiting (old rules: kept for then)."""

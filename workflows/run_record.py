@@ -22,12 +22,12 @@ with workflow.unsafe.imports_passed_through():
     from models.agentrun import AgentRunStatus, Condition
     from models.events import RunEvent, Topic
     from models.resolve import RunRef
-    from models.run import ConditionType, RunState, StatusUpdate
+    from models.run import ConditionType, FailureReason, Phase, Reason, RunState, StatusUpdate
     from models.steps import StatusChange
     from models.timestamps import rfc3339
 
     from . import policies
-    from .gate import Refusal
+    from .gate import Gate, Refusal
 
 
 class RunRecord:
@@ -69,6 +69,19 @@ class RunRecord:
         self.emit("agent.run.gate.refused", {"action": v.action, "decidedBy": v.decided_by, "source": v.source,
                                              "reason": r.reason, "message": r.why})
 
+    def refusals_of(self, gate: Gate) -> None:
+        """The verdicts `gate` refused since the last call, each recorded as `refused` says. Before the run has
+        started they wait for it (a verdict may come before the run does)."""
+        if self.ref is None:
+            return
+        refusals, gate.refusals = gate.refusals, []
+        for r in refusals:
+            self.refused(r)
+
+    def post_run_failed(self, message: str) -> None:
+        """A postRun Job failed: best-effort, so a condition says so and the phase stays (SPEC §3.8)."""
+        self.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {message}")
+
     # -- events ----------------------------------------------------------------------------------------
 
     def emit(self, topic: Topic, data: dict[str, str | int | None]) -> None:
@@ -78,6 +91,16 @@ class RunRecord:
         self._events.append(RunEvent(topic=topic, run_name=self.ref.name, namespace=self.ref.namespace,
                                      instance_name=self._state.agent, workflow_id=workflow.info().workflow_id,
                                      seq=self._seq, timestamp=rfc3339(workflow.now()), data=data))
+
+    def ended(self, status: AgentRunStatus, failure: FailureReason) -> None:
+        """The run's end (its last status): completed (with the response unless it failed), and failed, with why."""
+        phase = status.phase
+        outcome = "success" if phase == Phase.SUCCEEDED else "skipped" if phase == Phase.SKIPPED else "error"
+        self.emit("agent.run.completed", {"status": outcome,
+                                          "response": status.result if phase != Phase.FAILED else None,
+                                          "error": status.error, "gateVerdict": status.gate_verdict})
+        if phase == Phase.FAILED:
+            self.emit("agent.run.failed", {"error": status.error, "reason": failure})
 
     def take_events(self) -> list[RunEvent]:
         """The events emitted since the last step, for the next step to publish."""

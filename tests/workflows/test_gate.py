@@ -1,0 +1,59 @@
+"""Gate: an Update's verdict is refused or taken by the run's rules, and when a failed gate hook resolves the gate."""
+
+from __future__ import annotations
+
+from models.gate import Verdict
+from models.run import Reason
+from models.steps import HookOutcome
+from workflows.gate import Gate, gate_hook_failed
+
+APPROVE = Verdict(action="approve", decided_by="alice", source="api")
+
+
+def test_a_strict_gate_refuses_an_update_before_it_waits_and_keeps_the_refusal_for_the_record() -> None:
+    gate = Gate()
+    gate.strict = True
+    refusal = gate.submit(APPROVE)
+    assert refusal is not None and refusal.reason == Reason.NO_GATE_WAITING
+    assert gate.verdict is None and gate.refused == [APPROVE] and gate.refusals == [refusal]
+
+
+def test_a_strict_gate_takes_an_update_while_it_waits() -> None:
+    gate = Gate()
+    gate.strict = True
+    gate.open("2026-01-01T00:00:00Z")
+    assert gate.waiting
+    assert gate.submit(APPROVE) is None and gate.verdict == APPROVE and not gate.refusals
+
+
+def test_a_strict_gate_refuses_a_second_verdict_and_any_after_the_run_ended() -> None:
+    gate = Gate()
+    gate.strict = True
+    gate.open("2026-01-01T00:00:00Z")
+    gate.submit(APPROVE)
+    second = gate.submit(Verdict(action="reject", decided_by="bob", source="api"))
+    assert second is not None and second.reason == Reason.ALREADY_DECIDED and gate.verdict == APPROVE
+    gate.done = True
+    late = gate.submit(APPROVE)
+    assert late is not None and late.reason == Reason.RUN_FINISHED
+
+
+def test_on_the_old_rules_an_update_before_the_gate_is_taken_for_when_it_starts() -> None:
+    gate = Gate()
+    assert gate.submit(APPROVE) is None and gate.verdict == APPROVE
+    assert not gate.waiting and not gate.refused
+
+
+def test_a_gate_hook_that_fails_without_a_verdict_resolves_the_gate() -> None:
+    failed = HookOutcome(ok=False, failed_hook="approve", exit_code=1, message="exit 1")
+    assert gate_hook_failed(failed, "approve", has_verdict=False)
+
+
+def test_a_gate_hook_killed_for_its_own_timeout_or_after_a_verdict_leaves_the_gate_to_the_verdict() -> None:
+    timed_out = HookOutcome(ok=False, failed_hook="approve", exit_code=124, message="timed out")
+    assert not gate_hook_failed(timed_out, "approve", has_verdict=False)
+    failed = HookOutcome(ok=False, failed_hook="approve", exit_code=1, message="exit 1")
+    assert not gate_hook_failed(failed, "approve", has_verdict=True)
+    assert not gate_hook_failed(HookOutcome(ok=True), "approve", has_verdict=False)
+    other = HookOutcome(ok=False, failed_hook="notify", exit_code=1, message="exit 1")
+    assert not gate_hook_failed(other, "approve", has_verdict=False)
