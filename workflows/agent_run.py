@@ -12,8 +12,9 @@ missed event. All I/O is in activities; this module only decides. Runs started b
 existed finish on workflows/agent_run_v1.py.
 
 The bookkeeping beside the steps lives in helpers of its own: run_record.py (conditions and events until a
-step writes them), job_watch.py (waiting for a Job), gate.py (which verdict counts), attempts.py (a retried
-run's attempts) and slot_client.py (maxConcurrent).
+step writes them), run_status.py (which status fields a step writes), job_watch.py (waiting for a Job),
+gate.py (which verdict counts), attempts.py (a retried run's attempts), slot_client.py (maxConcurrent) and
+awaiting.py (waiting with a timeout, and a cleanup that a cancellation cannot stop half way).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     from activities.kube import RUN_GONE, KubeActivities
-    from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
+    from models.agentrun import AgentRunStatus, GateStatus, TokenUsage
     from models.gate import (
         GateView,
         Verdict,
@@ -44,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
         Reason,
         RunResult,
         RunState,
-        StatusUpdate,
         workflow_id,
     )
     from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
@@ -59,7 +59,6 @@ with workflow.unsafe.imports_passed_through():
         JobFinished,
         JobRef,
         JobReport,
-        JobRequest,
         JobStarted,
         ObserveJob,
         Published,
@@ -72,9 +71,11 @@ with workflow.unsafe.imports_passed_through():
 
     from . import policies
     from .attempts import Attempts
-    from .gate import Gate
+    from .awaiting import to_the_end, wait_until
+    from .gate import Gate, gate_hook_failed
     from .job_watch import JobWatch, hooks_outcome
     from .run_record import RunRecord
+    from .run_status import final_status, job_request, job_status
     from .slot_client import SlotClient
 
 A = TypeVar("A")
@@ -137,7 +138,7 @@ class AgentRunWorkflow:
     def verdict(self, verdict: Verdict) -> None:
         """A verdict without a reply (the annotation path); the first one while the gate waits wins."""
         self._gate.offer(marked(verdict))
-        self._record_refusals()
+        self._record.refusals_of(self._gate)
 
     @workflow.update
     async def submit_verdict(self, verdict: Verdict) -> GateView:
@@ -145,14 +146,11 @@ class AgentRunWorkflow:
         Update with the reason (the API answers 409), and is recorded in the history and the conditions."""
         verdict = marked(verdict)
         attempt = self._gate.attempt
-        if self._gate.strict:
-            refusal = self._gate.refusal(verdict)
-            if refusal is not None:
-                self._gate.refuse(refusal)
-                self._record_refusals()
-                raise ApplicationError(refusal.why, type="VerdictRefused", non_retryable=True)
-            self._gate.accept(verdict)
-        elif not self._gate.accept(verdict):
+        refusal = self._gate.submit(verdict)
+        if refusal is not None:
+            self._record.refusals_of(self._gate)
+            raise ApplicationError(refusal.why, type="VerdictRefused", non_retryable=True)
+        if not self._gate.waiting:  # old rules: taken, for the gate to decide when it starts
             return GateView(state="accepted", reason="kept until the gate starts", decided_by=verdict.decided_by)
         # This attempt's gate as resolved (a retry verdict's next attempt may have opened a new gate since).
         await workflow.wait_condition(lambda: self._gate.answered_for(attempt))
@@ -251,8 +249,7 @@ class AgentRunWorkflow:
         elif run.post_run:
             hook = await self._hook_job(run, "post-run", agent=agent)
             if not hook.ok:
-                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
-                                  f"postRun {hook.message}")
+                self._record.post_run_failed(hook.message)
         # 8. Finish: the phase follows the agent's outcome.
         if agent.cut_from:
             self._record.cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
@@ -323,50 +320,27 @@ class AgentRunWorkflow:
                          summary: str, agent: AgentOutcome | None = None, gate: GateStatus | None = None,
                          after_gate: tuple[str, str] | None = None, attempt: int = 1,
                          task: str | None = None) -> JobRef:
-        name = job_name(run.ref.name, component, attempt)
-        req = JobRequest(run=run, component=component, workflow_id=workflow.info().workflow_id, attempt=attempt,
-                         task=task)
-        strict_gate = gate is not None and self._gate.strict
-        status: AgentRunStatus | None = None
-        conditions: list[Condition] | None = None
-        if phase == Phase.RUNNING:
-            status = AgentRunStatus(phase=phase, job_name=name)
-            if run.retry is not None:  # the attempt starts: the status says which, and how the earlier ones ended
-                status.attempt, status.attempts = attempt, self._attempts.kept()
-            if attempt > 1:  # the last attempt's gate is no longer pending: it sent the attempt back
-                status.gate = self._gate.status()
-                conditions = self._record.conditions
-        elif phase == Phase.POST_RUNNING:
-            status = AgentRunStatus(phase=phase, post_run_job_name=name, gate=gate, pod_name=self._pod)
+        """Start a Job of the run, writing the status its start changes (run_status.py says which fields)."""
+        gate_only = gate is not None and self._gate.strict
+        req = job_request(run, component, workflow_id=workflow.info().workflow_id, attempt=attempt, task=task,
+                          agent=agent, gate_only=gate_only, after_gate=after_gate)
+        status = job_status(phase, job_name(run.ref.name, component, attempt), conditions=self._record.conditions,
+                            gate=self._gate.status(), attempt=attempt, attempts=self._attempts.kept(),
+                            with_retry=run.retry is not None, pending_gate=gate, pod=self._pod, agent=agent,
+                            gate_only=gate_only, after_gate=after_gate)
         if phase is not None:
             self._set_phase(phase)
         if gate is not None:
             self._record.emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
-        if agent is not None:
-            # postRun hooks see the agent's exit code and text; the status shows the exit code from now.
-            req.agent_exit_code = agent.exit_code
-            req.agent_result = agent.response if agent.status == "success" else agent.error
-            status = status or AgentRunStatus()
-            status.exit_code = agent.exit_code
-        if strict_gate:
-            req.gate_only = True
-            conditions = self._record.conditions  # e.g. a verdict refused before the gate
-        if after_gate is not None:
-            # The gate is resolved: the status says so now, and the hooks see the final result and the label.
-            req.gate_verdict, req.agent_result = after_gate
-            status = status or AgentRunStatus()
-            status.gate, status.gate_verdict = self._gate.status(), after_gate[0]
-            conditions = self._record.conditions
         if prepare:
             summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
-        update = StatusUpdate(status=status, conditions=conditions) if status is not None else None
         started: JobStarted = await self._act(KubeActivities.start_job, StartJob(
-            job=req, prepare=prepare, status=update, events=self._record.take_events(), clear_verdict=strict_gate),
+            job=req, prepare=prepare, status=status, events=self._record.take_events(), clear_verdict=gate_only),
             summary)
         self._record.retry_later(started.unpublished)
-        if strict_gate:
+        if gate_only:
             self._gate.started(started.run_version)
-            self._record_refusals()
+            self._record.refusals_of(self._gate)
         self._jobs.append(started.job)
         self._workspace_uid = started.workspace_uid or self._workspace_uid
         self._state.jobs[component] = started.job.name
@@ -404,8 +378,7 @@ class AgentRunWorkflow:
         if self._gate.strict and run.hooks_of("post-gate"):
             after = await self._hook_job(run, "post-gate", agent=agent, after_gate=(label, final))
             if not after.ok:
-                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
-                                  f"postRun {after.message}")
+                self._record.post_run_failed(after.message)
         return self._gate.status(), final, agent
 
     async def _again(self, run: ResolvedRun, rejected: AgentOutcome) -> tuple[str, str, AgentOutcome]:
@@ -439,31 +412,25 @@ class AgentRunWorkflow:
         strict = self._gate.strict
         started = workflow.now()
         self._gate.open(rfc3339(started), self._attempt)
-        self._record_refusals()
+        self._record.refusals_of(self._gate)
         workflow.upsert_search_attributes([SA_GATE.value_set("pending")])
         gate_end = started + timedelta(seconds=run.gate_timeout_seconds)
         hook = await self._hook_job(run, "post-run", agent=agent, stop_when=lambda: self._gate.verdict is not None,
                                     gate=GateStatus(state="pending", requested_at=rfc3339(started)),
                                     until=gate_end if strict else None)
-        gate_failed = (not hook.ok and hook.failed_hook == gate.name and hook.exit_code != 124
-                       and self._gate.verdict is None)
+        gate_failed = gate_hook_failed(hook, gate.name, has_verdict=self._gate.verdict is not None)
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
-            self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
-                              f"postRun {hook.message}")
+            self._record.post_run_failed(hook.message)
         if self._gate.verdict is None and not gate_failed:
             self._state.step = "waiting for a gate verdict"
-            remaining = gate_end - workflow.now()
-            try:
-                await workflow.wait_condition(lambda: self._gate.verdict is not None,
-                                              timeout=max(remaining.total_seconds(), 0.001))
-            except TimeoutError:
-                pass
+            remaining = (gate_end - workflow.now()).total_seconds()
+            await wait_until(lambda: self._gate.verdict is not None, seconds=max(remaining, 0.001))
         chance, why = self._attempts.chance(run.retry, self._attempt) if retry else ("off", "")
         label, final, reason = self._gate.close(
             agent_text=agent.response if agent.status == "success" else "", gate_default=run.gate_default,
             gate_timeout_seconds=run.gate_timeout_seconds, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
             retry=chance, exhausted_why=why)
-        self._record_refusals()
+        self._record.refusals_of(self._gate)
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
         self._record.cond(ConditionType.GATE_RESOLVED, "True", label,
                           f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
@@ -471,37 +438,20 @@ class AgentRunWorkflow:
             self._attempts.decided(self._attempt, label, self._gate.view, reason, agent.metrics)
         return label, final, reason
 
-    def _record_refusals(self) -> None:
-        """Refused verdicts go into the run's conditions (the last one, with who sent it; written with the
-        next status write) and an event each. Before the run has started they wait for it."""
-        if self._record.ref is None:
-            return
-        refusals, self._gate.refusals = self._gate.refusals, []
-        for r in refusals:
-            self._record.refused(r)
-
     async def _finish(self, phase: Phase, *, result: str | None = None, error: str | None = None,
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
                       gate: GateStatus | None = None, failure: FailureReason = FailureReason.OTHER) -> RunResult:
-        """The run's end: its status (with every condition recorded by `_cond`) and events; the result."""
+        """The run's end: its status (with every condition recorded) and events; the result."""
         self._gate.done = True
-        self._record_refusals()
-        status = AgentRunStatus(phase=phase, completed_at=rfc3339(workflow.now()),
-                                workflow_id=workflow.info().workflow_id, result=result, error=error,
-                                exit_code=exit_code, gate=gate, gate_verdict=gate.state if gate else None,
-                                pod_name=self._pod)
-        if self._run is not None and self._run.retry is not None and self._attempts.any_decided:
-            status.attempt, status.attempts = self._attempt, self._attempts.kept()
-        if token_usage is not None and (token_usage.input_tokens or token_usage.output_tokens):
-            status.token_usage = token_usage
+        self._record.refusals_of(self._gate)
+        with_retry = self._run is not None and self._run.retry is not None
+        status = final_status(phase, completed_at=rfc3339(workflow.now()), workflow_id=workflow.info().workflow_id,
+                              result=result, error=error, exit_code=exit_code, gate=gate, pod=self._pod,
+                              attempt=self._attempt, attempts=self._attempts.kept() if with_retry else None,
+                              token_usage=token_usage)
         self._state.result, self._state.error = result, error
         self._set_phase(phase)
-        outcome = {Phase.SUCCEEDED: "success", Phase.SKIPPED: "skipped"}.get(phase, "error")
-        self._record.emit("agent.run.completed", {"status": outcome,
-                                                  "response": result if phase != Phase.FAILED else None,
-                                                  "error": error, "gateVerdict": status.gate_verdict})
-        if phase == Phase.FAILED:
-            self._record.emit("agent.run.failed", {"error": error, "reason": failure})
+        self._record.ended(status, failure)
         if workflow.patched(FINISH_PATCH):
             self._final = self._record.change(status)  # written by the cleanup step that follows, first thing
         else:
@@ -545,12 +495,8 @@ class AgentRunWorkflow:
             # Only now is nothing of the run executing (a killed run's pods are gone), so the slot is free.
             await self._slots.give_back()
 
-        task = asyncio.ensure_future(steps())
         try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            await task
-            raise
+            await to_the_end(steps())
         finally:
             self._state.step = "done"
 
