@@ -42,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         ConditionType,
         FailureReason,
         Phase,
-        Reason,
         RunResult,
         RunState,
         workflow_id,
@@ -50,7 +49,6 @@ with workflow.unsafe.imports_passed_through():
     from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
     from models.slots import SLOT_SIGNAL, SlotNotice, SlotRequest
     from models.steps import (
-        RESULT_MAX_BYTES,
         AgentOutcome,
         BeginRun,
         CleanUp,
@@ -193,17 +191,15 @@ class AgentRunWorkflow:
             if res.resolved is None:
                 problem = res.problem or "invalid spec"
                 why = FailureReason.POLICY if res.problem_is_policy else FailureReason.INVALID_SPEC
-                self._record.cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)
+                self._record.invalid_spec(problem)
                 return await self._finish(Phase.FAILED, error=problem, failure=why)
             run = self._run = res.resolved
             self._gate.has_gate = run.gate_hook is not None
             if res.ignored and workflow.patched(FIELDS_IGNORED_PATCH):
                 # Written with the next status write (Running at the latest), kept to the end like every condition.
-                self._record.cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE,
-                                  "; ".join(res.ignored))
+                self._record.fields_ignored(res.ignored)
             if run.parent is not None and workflow.patched(SUB_AGENT_PATCH):
-                self._record.cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
-                                  f"sub-agent of AgentRun {run.parent.run_name} (spawnDepth {run.parent.spawn_depth})")
+                self._record.sub_agent(run.parent)
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
                 req = SlotRequest(namespace=ref.namespace, agent=run.agent, workflow_id=workflow.info().workflow_id,
@@ -252,9 +248,7 @@ class AgentRunWorkflow:
                 self._record.post_run_failed(hook.message)
         # 8. Finish: the phase follows the agent's outcome.
         if agent.cut_from:
-            self._record.cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
-                              f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its "
-                              f"first {RESULT_MAX_BYTES} of {agent.cut_from} bytes")
+            self._record.result_cut(agent)
         # Token usage: summed over the attempts (one, unless a retry verdict sent the agent back).
         usage = self._attempts.usage(agent.metrics)
         if agent.status == "success":
@@ -432,8 +426,7 @@ class AgentRunWorkflow:
             retry=chance, exhausted_why=why)
         self._record.refusals_of(self._gate)
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
-        self._record.cond(ConditionType.GATE_RESOLVED, "True", label,
-                          f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
+        self._record.gate_resolved(label, reason, self._attempt)
         if run.retry is not None:
             self._attempts.decided(self._attempt, label, self._gate.view, reason, agent.metrics)
         return label, final, reason
@@ -508,12 +501,8 @@ class AgentRunWorkflow:
         self._record.emit("agent.run.phase", {"phase": phase})
 
     async def _queued(self, message: str, position: int) -> None:
-        if position:
-            self._state.step = f"waiting for a slot (position {position})"
-            self._record.cond(ConditionType.QUEUED, "True", Reason.MAX_CONCURRENT, message)
-        else:
-            self._state.step = "slot granted"
-            self._record.cond(ConditionType.QUEUED, "False", Reason.SLOT_GRANTED, message)
+        self._state.step = f"waiting for a slot (position {position})" if position else "slot granted"
+        self._record.queued(message, position)
         workflow.set_current_details(message if position else "")
         await self._write(AgentRunStatus(), f"write status: queued at position {position}" if position
                           else "write status: slot granted")

@@ -19,11 +19,11 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.events import EventActivities
-    from models.agentrun import AgentRunStatus, Condition
+    from models.agentrun import AgentRunStatus, Condition, ParentRef
     from models.events import RunEvent, Topic
     from models.resolve import RunRef
     from models.run import ConditionType, FailureReason, Phase, Reason, RunState, StatusUpdate
-    from models.steps import StatusChange
+    from models.steps import RESULT_MAX_BYTES, AgentOutcome, StatusChange
     from models.timestamps import rfc3339
 
     from . import policies
@@ -78,9 +78,40 @@ class RunRecord:
         for r in refusals:
             self.refused(r)
 
+    # What each condition of a run says: the workflow only says that it happened.
+
+    def invalid_spec(self, problem: str) -> None:
+        self.cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)
+
+    def fields_ignored(self, fields: list[str]) -> None:
+        """The Sympozium fields of the run that have no effect here."""
+        self.cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE, "; ".join(fields))
+
+    def sub_agent(self, parent: ParentRef) -> None:
+        """The run is a sub-agent's: its parent run (which lists its children in status.delegates)."""
+        self.cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
+                  f"sub-agent of AgentRun {parent.run_name} (spawnDepth {parent.spawn_depth})")
+
+    def queued(self, message: str, position: int) -> None:
+        """The run's place in its Agent's queue (maxConcurrent); position 0: the slot is granted."""
+        if position:
+            self.cond(ConditionType.QUEUED, "True", Reason.MAX_CONCURRENT, message)
+        else:
+            self.cond(ConditionType.QUEUED, "False", Reason.SLOT_GRANTED, message)
+
     def post_run_failed(self, message: str) -> None:
         """A postRun Job failed: best-effort, so a condition says so and the phase stays (SPEC §3.8)."""
         self.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {message}")
+
+    def gate_resolved(self, label: str, reason: str, attempt: int) -> None:
+        self.cond(ConditionType.GATE_RESOLVED, "True", label,
+                  f"attempt {attempt} sent back: {reason}" if label == "retried" else reason)
+
+    def result_cut(self, agent: AgentOutcome) -> None:
+        """The agent's response (or error) was cut to fit a payload and the status: by how much."""
+        self.cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
+                  f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its "
+                  f"first {RESULT_MAX_BYTES} of {agent.cut_from} bytes")
 
     # -- events ----------------------------------------------------------------------------------------
 
