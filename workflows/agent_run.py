@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
         workflow_id,
     )
     from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
-    from models.slots import SLOT_SIGNAL, SlotNotice, SlotRequest
+    from models.slots import SLOT_SIGNAL, SlotNotice
     from models.steps import (
         AgentOutcome,
         BeginRun,
@@ -182,7 +182,6 @@ class AgentRunWorkflow:
         return outcome
 
     async def _execute(self, start: StartRun) -> RunResult:
-        ref = start.ref
         try:
             # 1-2. Resolve the spec against its Agent (once: the run's fixed input from now on); Pending.
             res = await self._begin(start)
@@ -202,11 +201,9 @@ class AgentRunWorkflow:
                 self._record.sub_agent(run.parent)
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
-                req = SlotRequest(namespace=ref.namespace, agent=run.agent, workflow_id=workflow.info().workflow_id,
-                                  run_name=ref.name, created_at=res.slots.created_at, limit=res.slots.limit,
-                                  policy=res.slots.policy, check_seconds=self._watch.fallback)
                 self._state.step = "waiting for a slot"
-                await self._slots.wait(req, res.slots, self._queued)
+                await self._slots.wait(start.ref, run.agent, res.slots, check_seconds=self._watch.fallback,
+                                       on_queue=self._queued)
             return await self._lifecycle(run)
         except ActivityError as e:
             if is_cancelled_exception(e):
@@ -269,14 +266,11 @@ class AgentRunWorkflow:
             if isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE:
                 return None
             raise
-        self._record.begun = True
         self._watch.fallback = max(1, res.fallback_poll_seconds)
-        self._state.agent = res.agent_name
+        self._state.agent = res.agent_name  # the events name the run's Agent
         if res.agent_name:
             workflow.upsert_search_attributes([SA_AGENT.value_set(res.agent_name)])
-        if res.resolved is not None:
-            self._record.emit("agent.run.started", {"task": res.resolved.task})
-        self._record.emit("agent.run.phase", {"phase": Phase.PENDING})
+        self._record.pending(res.resolved.task if res.resolved is not None else None)
         return res
 
     async def _hook_job(self, run: ResolvedRun, component: Component, *, prepare: bool = False,
@@ -353,14 +347,10 @@ class AgentRunWorkflow:
 
     async def _gate_and_postrun(self, run: ResolvedRun, agent: AgentOutcome, *,
                                 retry: bool) -> tuple[GateStatus, str, AgentOutcome]:
-        """postRun with a gate hook: wait for a verdict (durably, with no pod) or gateTimeout; then the other
-        postRun hooks, which see the final result and the verdict.
-
-        Returns the gate's status, the final result and the agent's outcome (a later attempt's, when a
-        retry verdict sent the agent back: with lifecycle.retry and `retry` (an agent ran), it runs again
-        after the backoff, with the original task, the rejected output and the feedback, then the gate
-        again; the other postRun hooks run once, after the last gate). A later attempt that the agent
-        skips ends the loop with that outcome."""
+        """postRun with a gate hook: each attempt's gate (a retry verdict sends the agent back, with
+        lifecycle.retry and `retry`: an agent ran), then, once, the other postRun hooks, which see the final
+        result and the verdict. Returns the gate's status, the final result and the last attempt's agent
+        outcome (an attempt the agent skips ends the loop)."""
         label, final, _ = await self._attempt_gate(run, agent, retry=retry)
         try:
             while label == "retried":
@@ -395,12 +385,9 @@ class AgentRunWorkflow:
         return label, final, agent
 
     async def _attempt_gate(self, run: ResolvedRun, agent: AgentOutcome, *, retry: bool) -> tuple[str, str, str]:
-        """One attempt's gate: its hook alone, then the wait; (label, final result, reason).
-
-        The gate hook runs alone; one that exits 0 leaves the run waiting, one that fails without a
-        verdict resolves the gate at once, and one still running at gateTimeout is stopped (gateDefault
-        applies). A gate hook killed only for its own timeout (a Sympozium-style `sleep` approval hook)
-        also leaves the run waiting."""
+        """One attempt's gate: its hook alone, then the wait, durably and with no pod, for a verdict until
+        gateTimeout (a gate hook still running then is stopped; `gate_hook_failed` says which failures resolve
+        the gate at once); (label, final result, reason)."""
         gate = run.gate_hook
         assert gate is not None
         strict = self._gate.strict
@@ -420,10 +407,8 @@ class AgentRunWorkflow:
             remaining = (gate_end - workflow.now()).total_seconds()
             await wait_until(lambda: self._gate.verdict is not None, seconds=max(remaining, 0.001))
         chance, why = self._attempts.chance(run.retry, self._attempt) if retry else ("off", "")
-        label, final, reason = self._gate.close(
-            agent_text=agent.response if agent.status == "success" else "", gate_default=run.gate_default,
-            gate_timeout_seconds=run.gate_timeout_seconds, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
-            retry=chance, exhausted_why=why)
+        label, final, reason = self._gate.close(run, agent, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
+                                                retry=chance, exhausted_why=why)
         self._record.refusals_of(self._gate)
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
         self._record.gate_resolved(label, reason, self._attempt)
@@ -466,10 +451,8 @@ class AgentRunWorkflow:
         return await self._finish(Phase.FAILED, error=f"{e.message}: {cause}" if cause else str(e))
 
     async def _clean_up(self, *, kill: bool) -> None:
-        """Remove what the run made and release the object, to the end even if cancelled meanwhile.
-
-        A cancellation (the object was deleted) that arrives during cleanup must not stop it half
-        way: the object would keep its finalizer forever. It is honoured once cleanup is done."""
+        """Remove what the run made and release the object, to the end even if cancelled meanwhile (the object
+        was deleted): a cleanup stopped half way would leave its finalizer forever."""
         ref = self._record.ref
         assert ref is not None
         self._state.step = "cleanup"

@@ -21,8 +21,9 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from models.agentrun import GateStatus
     from models.gate import GateView, Label, RetryChance, Verdict, resolve
+    from models.resolve import ResolvedRun
     from models.run import Reason
-    from models.steps import HookOutcome
+    from models.steps import AgentOutcome, HookOutcome
 
 
 @dataclass
@@ -173,14 +174,15 @@ class Gate:
         for v in unchecked:
             self.offer(v)
 
-    def close(self, *, agent_text: str, gate_default: str, gate_timeout_seconds: int, hook_failed: bool,
-              decided_at: str, retry: RetryChance = "off", exhausted_why: str = "") -> tuple[Label, str, str]:
-        """Resolve as SPEC §4's table says: (label, final result, reason). `retry`: what a retry verdict
-        means for this attempt (no lifecycle.retry, another attempt, none left and why)."""
+    def close(self, run: ResolvedRun, agent: AgentOutcome, *, hook_failed: bool, decided_at: str,
+              retry: RetryChance = "off", exhausted_why: str = "") -> tuple[Label, str, str]:
+        """Resolve `run`'s gate over `agent`'s outcome as SPEC §4's table says: (label, final result, reason).
+        `retry`: what a retry verdict means for this attempt (no lifecycle.retry, another attempt, none left and why)."""
+        agent_text = agent.response if agent.status == "success" else ""
         for late in self._unchecked:  # the gate ended before its step said which version it started at
             self._refuse(late, Reason.OLDER_THAN_GATE, "the gate ended before it could tell the verdict's age")
         self._unchecked = []
-        label, final = resolve(self.verdict, agent_result=agent_text, gate_default=gate_default,
+        label, final = resolve(self.verdict, agent_result=agent_text, gate_default=run.gate_default,
                                hook_failed=hook_failed, retry=retry, attempts=self.attempt, exhausted_why=exhausted_why)
         v = self.verdict
         if v is not None:
@@ -190,7 +192,7 @@ class Gate:
         elif hook_failed:
             reason = "gate hook failed without a verdict"
         else:
-            reason = f"no verdict within {gate_timeout_seconds}s"
+            reason = f"no verdict within {run.gate_timeout_seconds}s"
         self.view = GateView(state=label, gate_verdict=label, requested_at=self.view.requested_at,
                              decided_at=decided_at, decided_by=v.decided_by if v else "gate-default",
                              source=_source(v, hook_failed=hook_failed),

@@ -133,6 +133,14 @@ class RunRecord:
         if phase == Phase.FAILED:
             self.emit("agent.run.failed", {"error": status.error, "reason": failure})
 
+    def pending(self, task: str | None) -> None:
+        """begin_run wrote Pending (later writes patch fields of an existing status): the events that say so,
+        the run's start with its task (none for a spec that did not resolve) and its phase."""
+        self.begun = True
+        if task is not None:
+            self.emit("agent.run.started", {"task": task})
+        self.emit("agent.run.phase", {"phase": Phase.PENDING})
+
     def take_events(self) -> list[RunEvent]:
         """The events emitted since the last step, for the next step to publish."""
         events, self._events = self._events, []

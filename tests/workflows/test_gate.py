@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from models.gate import Verdict
 from models.run import Reason
-from models.steps import HookOutcome
+from models.steps import AgentOutcome, HookOutcome
+from tests.workflows.cluster import hook, resolved_run
 from workflows.gate import Gate, gate_hook_failed
 
 APPROVE = Verdict(action="approve", decided_by="alice", source="api")
@@ -57,3 +58,25 @@ def test_a_gate_hook_killed_for_its_own_timeout_or_after_a_verdict_leaves_the_ga
     assert not gate_hook_failed(HookOutcome(ok=True), "approve", has_verdict=False)
     other = HookOutcome(ok=False, failed_hook="notify", exit_code=1, message="exit 1")
     assert not gate_hook_failed(other, "approve", has_verdict=False)
+
+
+def test_a_gate_without_a_verdict_resolves_by_its_default_and_says_it_waited_in_vain() -> None:
+    gate = Gate()
+    gate.strict = True
+    gate.open("2026-01-01T00:00:00Z")
+    run = resolved_run(post_run=[hook("approve", gate=True)], gate_timeout=30, gate_default="allow")
+    label, final, reason = gate.close(run, AgentOutcome(status="success", response="hi"), hook_failed=False,
+                                      decided_at="2026-01-01T00:00:30Z")
+    assert (label, final, reason) == ("allowed-by-default", "hi", "no verdict within 30s")
+    assert gate.view.decided_by == "gate-default" and gate.decided[1] == gate.view
+
+
+def test_a_verdict_resolves_the_gate_over_a_failed_agent_with_no_text_of_its_own() -> None:
+    gate = Gate()
+    gate.strict = True
+    gate.open("2026-01-01T00:00:00Z")
+    gate.submit(APPROVE)
+    run = resolved_run(post_run=[hook("approve", gate=True)])
+    label, final, reason = gate.close(run, AgentOutcome(status="error", error="boom", response="unused"),
+                                      hook_failed=False, decided_at="2026-01-01T00:00:10Z")
+    assert (label, final, reason) == ("approved", "", "approve via api")
