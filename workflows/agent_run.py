@@ -390,7 +390,6 @@ class AgentRunWorkflow:
         the gate at once); (label, final result, reason)."""
         gate = run.gate_hook
         assert gate is not None
-        strict = self._gate.strict
         started = workflow.now()
         self._gate.open(rfc3339(started), self._attempt)
         self._record.refusals_of(self._gate)
@@ -398,7 +397,7 @@ class AgentRunWorkflow:
         gate_end = started + timedelta(seconds=run.gate_timeout_seconds)
         hook = await self._hook_job(run, "post-run", agent=agent, stop_when=lambda: self._gate.verdict is not None,
                                     gate=GateStatus(state="pending", requested_at=rfc3339(started)),
-                                    until=gate_end if strict else None)
+                                    until=gate_end if self._gate.strict else None)
         gate_failed = gate_hook_failed(hook, gate.name, has_verdict=self._gate.verdict is not None)
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
             self._record.post_run_failed(hook.message)
