@@ -73,7 +73,7 @@ with workflow.unsafe.imports_passed_through():
     from .gate import Gate, gate_hook_failed
     from .job_watch import JobWatch, hooks_outcome
     from .run_record import RunRecord
-    from .run_status import final_status, job_request, job_status
+    from .run_status import final_status, job_request, job_status, job_summary
     from .slot_client import SlotClient
 
 A = TypeVar("A")
@@ -281,11 +281,8 @@ class AgentRunWorkflow:
         at `until`); `after_gate` = (label, final result): the other postRun hooks once the gate is resolved."""
         hooks = run.hooks_of(component, gate_only=gate is not None and self._gate.strict)
         phase = Phase.POST_RUNNING if component == "post-run" else None
-        summary = (f"gate hook {hooks[0].name}" if component == "post-run" and gate is not None and self._gate.strict
-                   else f"{component} Job with {len(hooks)} hook(s)")
         job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
-                                    after_gate=after_gate, summary=summary,
-                                    attempt=self._attempt if gate is not None else 1)
+                                    after_gate=after_gate, attempt=self._attempt if gate is not None else 1)
         report = await self._watch.wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
                                         hooks=hooks, stop_when=stop_when, until=until)
         return hooks_outcome(job, report, hooks, gate_timeout_seconds=run.gate_timeout_seconds)
@@ -293,9 +290,8 @@ class AgentRunWorkflow:
     async def _agent(self, run: ResolvedRun, *, prepare: bool, task: str | None = None) -> AgentOutcome:
         """The agent's Job of this attempt, to its end (its own deadline, per attempt); `task`: a retried
         attempt's (the original task, the rejected output and the feedback)."""
-        job = await self._start_job(run, "agent-run", prepare=prepare, phase=Phase.RUNNING,
-                                    summary=f"agent Job {job_name(run.ref.name, 'agent-run', self._attempt)}",
-                                    attempt=self._attempt, task=task)
+        job = await self._start_job(run, "agent-run", prepare=prepare, phase=Phase.RUNNING, attempt=self._attempt,
+                                    task=task)
         report = await self._watch.wait(job,
                                         deadline=timedelta(seconds=run.timeout_seconds) + policies.AGENT_DEADLINE_GRACE)
         if report.state.reason == "DeadlineExceeded":
@@ -305,7 +301,7 @@ class AgentRunWorkflow:
         return report.agent
 
     async def _start_job(self, run: ResolvedRun, component: Component, *, prepare: bool, phase: Phase | None,
-                         summary: str, agent: AgentOutcome | None = None, gate: GateStatus | None = None,
+                         agent: AgentOutcome | None = None, gate: GateStatus | None = None,
                          after_gate: tuple[str, str] | None = None, attempt: int = 1,
                          task: str | None = None) -> JobRef:
         """Start a Job of the run, writing the status its start changes (run_status.py says which fields)."""
@@ -320,11 +316,9 @@ class AgentRunWorkflow:
             self._set_phase(phase)
         if gate is not None:
             self._record.emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
-        if prepare:
-            summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
         started: JobStarted = await self._act(KubeActivities.start_job, StartJob(
             job=req, prepare=prepare, status=status, events=self._record.take_events(), clear_verdict=gate_only),
-            summary)
+            job_summary(run, component, attempt, gate_only=gate_only, prepare=prepare))
         self._record.retry_later(started.unpublished)
         if gate_only:
             self._gate.started(started.run_version)

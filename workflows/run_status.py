@@ -2,7 +2,8 @@
 
 AgentRunWorkflow writes the status without reading it first, so each write carries exactly the fields
 its step changes; which fields those are is decided here, apart from the steps themselves, so that
-the workflow reads as its steps. Pure: no I/O, no clock (times come in as arguments).
+the workflow reads as its steps. So is what else a Job's start carries: the Job's request, and the
+step's summary in the Temporal UI. Pure: no I/O, no clock (times come in as arguments).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from models.agentrun import AgentRunStatus, AttemptRecord, Condition, GateStatus, TokenUsage
-    from models.names import Component
+    from models.names import Component, job_name
     from models.resolve import ResolvedRun
     from models.run import Phase, StatusUpdate
     from models.steps import AgentOutcome, JobRequest
@@ -32,6 +33,20 @@ def job_request(run: ResolvedRun, component: Component, *, workflow_id: str, att
         # The hooks after the gate see the final result and the verdict's label.
         req.gate_verdict, req.agent_result = after_gate
     return req
+
+
+def job_summary(run: ResolvedRun, component: Component, attempt: int, *, gate_only: bool, prepare: bool) -> str:
+    """A Job's start as the Temporal UI names it: the agent's Job by its name, the gate's by its hook, the others
+    by their hooks' count; `prepare`: the step makes the run's lifecycle RBAC and workspace first."""
+    if component == "agent-run":
+        summary = f"agent Job {job_name(run.ref.name, component, attempt)}"
+    elif component == "post-run" and gate_only:
+        summary = f"gate hook {run.hooks_of(component, gate_only=True)[0].name}"
+    else:
+        summary = f"{component} Job with {len(run.hooks_of(component, gate_only=gate_only))} hook(s)"
+    if prepare:
+        summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
+    return summary
 
 
 def job_status(phase: Phase | None, job: str, *, conditions: list[Condition], gate: GateStatus,

@@ -6,7 +6,7 @@ from models.agentrun import AttemptRecord, Condition, GateStatus, TokenUsage
 from models.run import Phase
 from models.steps import AgentOutcome
 from tests.workflows.cluster import hook, resolved_run
-from workflows.run_status import final_status, job_request, job_status
+from workflows.run_status import final_status, job_request, job_status, job_summary
 
 COND = Condition(type="VerdictRefused", status="True", reason="NoGateWaiting", message="m",
                  last_transition_time="2026-01-01T00:00:00Z")
@@ -91,3 +91,16 @@ def test_the_last_status_leaves_out_an_empty_token_usage_and_attempts_never_deci
     assert s.token_usage is None and s.attempt is None and s.attempts is None
     assert s.gate is None and s.gate_verdict is None and s.error == "boom"
 
+
+
+def test_a_jobs_start_is_named_by_its_agent_job_its_gate_hook_or_its_hooks_count() -> None:
+    run = resolved_run(pre_run=[hook("fetch")], post_run=[hook("notify"), hook("approve", gate=True)])
+    assert job_summary(run, "agent-run", 2, gate_only=False, prepare=False) == "agent Job r-try2"
+    assert job_summary(run, "post-run", 1, gate_only=True, prepare=False) == "gate hook approve"
+    assert job_summary(run, "post-run", 1, gate_only=False, prepare=False) == "post-run Job with 2 hook(s)"
+    assert job_summary(run, "post-gate", 1, gate_only=False, prepare=False) == "post-gate Job with 1 hook(s)"
+    assert job_summary(run, "prerun", 1, gate_only=False, prepare=True) == "workspace, prerun Job with 1 hook(s)"
+
+
+def test_the_first_job_of_a_run_without_hooks_or_rbac_makes_nothing_first() -> None:
+    assert job_summary(resolved_run(), "agent-run", 1, gate_only=False, prepare=True) == "agent Job r"
