@@ -12,9 +12,10 @@ missed event. All I/O is in activities; this module only decides. Runs started b
 existed finish on workflows/agent_run_v1.py.
 
 The bookkeeping beside the steps lives in helpers of its own: run_record.py (conditions and events until a
-step writes them), run_status.py (which status fields a step writes), job_watch.py (waiting for a Job),
-gate.py (which verdict counts), attempts.py (a retried run's attempts), slot_client.py (maxConcurrent) and
-awaiting.py (waiting with a timeout, and a cleanup that a cancellation cannot stop half way).
+step writes them), run_status.py (which status fields a step writes), made.py (what the cleanup removes),
+job_watch.py (waiting for a Job), gate.py (which verdict counts), attempts.py (a retried run's attempts),
+slot_client.py (maxConcurrent) and awaiting.py (waiting with a timeout, and a cleanup that a cancellation
+cannot stop half way).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
     from models.names import Component, job_name
     from models.resolve import ResolvedRun
     from models.run import (
-        ConditionType,
         FailureReason,
         Phase,
         RunResult,
@@ -51,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
     from models.steps import (
         AgentOutcome,
         BeginRun,
-        CleanUp,
         DeleteJob,
         HookOutcome,
         JobFinished,
@@ -72,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
     from .awaiting import to_the_end, wait_until
     from .gate import Gate, gate_hook_failed
     from .job_watch import JobWatch, hooks_outcome
+    from .made import Made
     from .run_record import RunRecord
     from .run_status import final_status, job_request, job_status, job_summary
     from .slot_client import SlotClient
@@ -100,8 +100,7 @@ class AgentRunWorkflow:
         self._state = RunState()
         self._run: ResolvedRun | None = None
         self._watch = JobWatch(self._observe, self._stop)  # the bridge's signals, the fallback look, deadlines
-        self._jobs: list[JobRef] = []
-        self._workspace_uid: str | None = None
+        self._made = Made()  # the run's Jobs and workspace, for the cleanup step
         self._gate = Gate()
         self._slots = SlotClient()
         self._record = RunRecord(self._state)  # conditions and events, until a step writes them
@@ -323,8 +322,7 @@ class AgentRunWorkflow:
         if gate_only:
             self._gate.started(started.run_version)
             self._record.refusals_of(self._gate)
-        self._jobs.append(started.job)
-        self._workspace_uid = started.workspace_uid or self._workspace_uid
+        self._made.started(started)
         self._state.jobs[component] = started.job.name
         return started.job
 
@@ -439,23 +437,16 @@ class AgentRunWorkflow:
             return RunResult(phase=Phase.FAILED, error=cause.message)  # nothing to write the failure to
         if isinstance(cause, ApplicationError) and cause.non_retryable:
             error = f"{self._step or e.activity_type}: {cause.message}"
-            self._record.cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)
+            self._record.step_failed(cause)
             return await self._finish(Phase.FAILED, error=error)
         return await self._finish(Phase.FAILED, error=f"{e.message}: {cause}" if cause else str(e))
 
     async def _clean_up(self, *, kill: bool) -> None:
         """Remove what the run made and release the object, to the end even if cancelled meanwhile (the object
         was deleted): a cleanup stopped half way would leave its finalizer forever."""
-        ref = self._record.ref
-        assert ref is not None
+        assert self._record.ref is not None
         self._state.step = "cleanup"
-        run = self._run
-        final = self._final
-        req = CleanUp(ref=ref, run=run, jobs=self._jobs, keep_jobs=run is not None and run.cleanup == "keep",
-                      kill=kill, workspace_uid=self._workspace_uid, final=final)
-        summary = "clean up Jobs, workspace and RBAC; release the run"
-        if final is not None:
-            summary = f"write status: {final.update.status.phase}; {summary}"
+        req, summary = self._made.clean_up(self._record.ref, self._run, kill=kill, final=self._final)
 
         async def steps() -> None:
             published = await self._act(KubeActivities.clean_up, req, summary, long=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.events import EventActivities
@@ -102,6 +102,10 @@ class RunRecord:
     def post_run_failed(self, message: str) -> None:
         """A postRun Job failed: best-effort, so a condition says so and the phase stays (SPEC §3.8)."""
         self.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {message}")
+
+    def step_failed(self, cause: ApplicationError) -> None:
+        """A step failed for good: the refusal's type and message."""
+        self.cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)
 
     def gate_resolved(self, label: str, reason: str, attempt: int) -> None:
         self.cond(ConditionType.GATE_RESOLVED, "True", label,
