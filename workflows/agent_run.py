@@ -12,8 +12,10 @@ missed event. All I/O is in activities; this module only decides. Runs started b
 existed finish on workflows/agent_run_v1.py.
 
 The bookkeeping beside the steps lives in helpers of its own: run_record.py (conditions and events until a
-step writes them), job_watch.py (waiting for a Job), gate.py (which verdict counts), attempts.py (a retried
-run's attempts) and slot_client.py (maxConcurrent).
+step writes them), run_status.py (which status fields a step writes), made.py (what the cleanup removes),
+job_watch.py (waiting for a Job), gate.py (which verdict counts), attempts.py (a retried run's attempts),
+slot_client.py (maxConcurrent) and awaiting.py (waiting with a timeout, and a cleanup that a cancellation
+cannot stop half way).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     from activities.kube import RUN_GONE, KubeActivities
-    from models.agentrun import AgentRunStatus, Condition, GateStatus, TokenUsage
+    from models.agentrun import AgentRunStatus, GateStatus, TokenUsage
     from models.gate import (
         GateView,
         Verdict,
@@ -38,28 +40,22 @@ with workflow.unsafe.imports_passed_through():
     from models.names import Component, job_name
     from models.resolve import ResolvedRun
     from models.run import (
-        ConditionType,
         FailureReason,
         Phase,
-        Reason,
         RunResult,
         RunState,
-        StatusUpdate,
         workflow_id,
     )
     from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
-    from models.slots import SLOT_SIGNAL, SlotNotice, SlotRequest
+    from models.slots import SLOT_SIGNAL, SlotNotice
     from models.steps import (
-        RESULT_MAX_BYTES,
         AgentOutcome,
         BeginRun,
-        CleanUp,
         DeleteJob,
         HookOutcome,
         JobFinished,
         JobRef,
         JobReport,
-        JobRequest,
         JobStarted,
         ObserveJob,
         Published,
@@ -72,9 +68,12 @@ with workflow.unsafe.imports_passed_through():
 
     from . import policies
     from .attempts import Attempts
-    from .gate import Gate
+    from .awaiting import to_the_end, wait_until
+    from .gate import Gate, gate_hook_failed
     from .job_watch import JobWatch, hooks_outcome
+    from .made import Made
     from .run_record import RunRecord
+    from .run_status import final_status, job_request, job_status, job_summary
     from .slot_client import SlotClient
 
 A = TypeVar("A")
@@ -101,8 +100,7 @@ class AgentRunWorkflow:
         self._state = RunState()
         self._run: ResolvedRun | None = None
         self._watch = JobWatch(self._observe, self._stop)  # the bridge's signals, the fallback look, deadlines
-        self._jobs: list[JobRef] = []
-        self._workspace_uid: str | None = None
+        self._made = Made()  # the run's Jobs and workspace, for the cleanup step
         self._gate = Gate()
         self._slots = SlotClient()
         self._record = RunRecord(self._state)  # conditions and events, until a step writes them
@@ -137,7 +135,7 @@ class AgentRunWorkflow:
     def verdict(self, verdict: Verdict) -> None:
         """A verdict without a reply (the annotation path); the first one while the gate waits wins."""
         self._gate.offer(marked(verdict))
-        self._record_refusals()
+        self._record.refusals_of(self._gate)
 
     @workflow.update
     async def submit_verdict(self, verdict: Verdict) -> GateView:
@@ -145,14 +143,11 @@ class AgentRunWorkflow:
         Update with the reason (the API answers 409), and is recorded in the history and the conditions."""
         verdict = marked(verdict)
         attempt = self._gate.attempt
-        if self._gate.strict:
-            refusal = self._gate.refusal(verdict)
-            if refusal is not None:
-                self._gate.refuse(refusal)
-                self._record_refusals()
-                raise ApplicationError(refusal.why, type="VerdictRefused", non_retryable=True)
-            self._gate.accept(verdict)
-        elif not self._gate.accept(verdict):
+        refusal = self._gate.submit(verdict)
+        if refusal is not None:
+            self._record.refusals_of(self._gate)
+            raise ApplicationError(refusal.why, type="VerdictRefused", non_retryable=True)
+        if not self._gate.waiting:  # old rules: taken, for the gate to decide when it starts
             return GateView(state="accepted", reason="kept until the gate starts", decided_by=verdict.decided_by)
         # This attempt's gate as resolved (a retry verdict's next attempt may have opened a new gate since).
         await workflow.wait_condition(lambda: self._gate.answered_for(attempt))
@@ -186,7 +181,6 @@ class AgentRunWorkflow:
         return outcome
 
     async def _execute(self, start: StartRun) -> RunResult:
-        ref = start.ref
         try:
             # 1-2. Resolve the spec against its Agent (once: the run's fixed input from now on); Pending.
             res = await self._begin(start)
@@ -195,24 +189,20 @@ class AgentRunWorkflow:
             if res.resolved is None:
                 problem = res.problem or "invalid spec"
                 why = FailureReason.POLICY if res.problem_is_policy else FailureReason.INVALID_SPEC
-                self._record.cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)
+                self._record.invalid_spec(problem)
                 return await self._finish(Phase.FAILED, error=problem, failure=why)
             run = self._run = res.resolved
             self._gate.has_gate = run.gate_hook is not None
             if res.ignored and workflow.patched(FIELDS_IGNORED_PATCH):
                 # Written with the next status write (Running at the latest), kept to the end like every condition.
-                self._record.cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE,
-                                  "; ".join(res.ignored))
+                self._record.fields_ignored(res.ignored)
             if run.parent is not None and workflow.patched(SUB_AGENT_PATCH):
-                self._record.cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
-                                  f"sub-agent of AgentRun {run.parent.run_name} (spawnDepth {run.parent.spawn_depth})")
+                self._record.sub_agent(run.parent)
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
-                req = SlotRequest(namespace=ref.namespace, agent=run.agent, workflow_id=workflow.info().workflow_id,
-                                  run_name=ref.name, created_at=res.slots.created_at, limit=res.slots.limit,
-                                  policy=res.slots.policy, check_seconds=self._watch.fallback)
                 self._state.step = "waiting for a slot"
-                await self._slots.wait(req, res.slots, self._queued)
+                await self._slots.wait(start.ref, run.agent, res.slots, check_seconds=self._watch.fallback,
+                                       on_queue=self._queued)
             return await self._lifecycle(run)
         except ActivityError as e:
             if is_cancelled_exception(e):
@@ -251,13 +241,10 @@ class AgentRunWorkflow:
         elif run.post_run:
             hook = await self._hook_job(run, "post-run", agent=agent)
             if not hook.ok:
-                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
-                                  f"postRun {hook.message}")
+                self._record.post_run_failed(hook.message)
         # 8. Finish: the phase follows the agent's outcome.
         if agent.cut_from:
-            self._record.cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
-                              f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its "
-                              f"first {RESULT_MAX_BYTES} of {agent.cut_from} bytes")
+            self._record.result_cut(agent)
         # Token usage: summed over the attempts (one, unless a retry verdict sent the agent back).
         usage = self._attempts.usage(agent.metrics)
         if agent.status == "success":
@@ -278,14 +265,11 @@ class AgentRunWorkflow:
             if isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE:
                 return None
             raise
-        self._record.begun = True
         self._watch.fallback = max(1, res.fallback_poll_seconds)
-        self._state.agent = res.agent_name
+        self._state.agent = res.agent_name  # the events name the run's Agent
         if res.agent_name:
             workflow.upsert_search_attributes([SA_AGENT.value_set(res.agent_name)])
-        if res.resolved is not None:
-            self._record.emit("agent.run.started", {"task": res.resolved.task})
-        self._record.emit("agent.run.phase", {"phase": Phase.PENDING})
+        self._record.pending(res.resolved.task if res.resolved is not None else None)
         return res
 
     async def _hook_job(self, run: ResolvedRun, component: Component, *, prepare: bool = False,
@@ -296,11 +280,8 @@ class AgentRunWorkflow:
         at `until`); `after_gate` = (label, final result): the other postRun hooks once the gate is resolved."""
         hooks = run.hooks_of(component, gate_only=gate is not None and self._gate.strict)
         phase = Phase.POST_RUNNING if component == "post-run" else None
-        summary = (f"gate hook {hooks[0].name}" if component == "post-run" and gate is not None and self._gate.strict
-                   else f"{component} Job with {len(hooks)} hook(s)")
         job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
-                                    after_gate=after_gate, summary=summary,
-                                    attempt=self._attempt if gate is not None else 1)
+                                    after_gate=after_gate, attempt=self._attempt if gate is not None else 1)
         report = await self._watch.wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
                                         hooks=hooks, stop_when=stop_when, until=until)
         return hooks_outcome(job, report, hooks, gate_timeout_seconds=run.gate_timeout_seconds)
@@ -308,9 +289,8 @@ class AgentRunWorkflow:
     async def _agent(self, run: ResolvedRun, *, prepare: bool, task: str | None = None) -> AgentOutcome:
         """The agent's Job of this attempt, to its end (its own deadline, per attempt); `task`: a retried
         attempt's (the original task, the rejected output and the feedback)."""
-        job = await self._start_job(run, "agent-run", prepare=prepare, phase=Phase.RUNNING,
-                                    summary=f"agent Job {job_name(run.ref.name, 'agent-run', self._attempt)}",
-                                    attempt=self._attempt, task=task)
+        job = await self._start_job(run, "agent-run", prepare=prepare, phase=Phase.RUNNING, attempt=self._attempt,
+                                    task=task)
         report = await self._watch.wait(job,
                                         deadline=timedelta(seconds=run.timeout_seconds) + policies.AGENT_DEADLINE_GRACE)
         if report.state.reason == "DeadlineExceeded":
@@ -320,55 +300,29 @@ class AgentRunWorkflow:
         return report.agent
 
     async def _start_job(self, run: ResolvedRun, component: Component, *, prepare: bool, phase: Phase | None,
-                         summary: str, agent: AgentOutcome | None = None, gate: GateStatus | None = None,
+                         agent: AgentOutcome | None = None, gate: GateStatus | None = None,
                          after_gate: tuple[str, str] | None = None, attempt: int = 1,
                          task: str | None = None) -> JobRef:
-        name = job_name(run.ref.name, component, attempt)
-        req = JobRequest(run=run, component=component, workflow_id=workflow.info().workflow_id, attempt=attempt,
-                         task=task)
-        strict_gate = gate is not None and self._gate.strict
-        status: AgentRunStatus | None = None
-        conditions: list[Condition] | None = None
-        if phase == Phase.RUNNING:
-            status = AgentRunStatus(phase=phase, job_name=name)
-            if run.retry is not None:  # the attempt starts: the status says which, and how the earlier ones ended
-                status.attempt, status.attempts = attempt, self._attempts.kept()
-            if attempt > 1:  # the last attempt's gate is no longer pending: it sent the attempt back
-                status.gate = self._gate.status()
-                conditions = self._record.conditions
-        elif phase == Phase.POST_RUNNING:
-            status = AgentRunStatus(phase=phase, post_run_job_name=name, gate=gate, pod_name=self._pod)
+        """Start a Job of the run, writing the status its start changes (run_status.py says which fields)."""
+        gate_only = gate is not None and self._gate.strict
+        req = job_request(run, component, workflow_id=workflow.info().workflow_id, attempt=attempt, task=task,
+                          agent=agent, gate_only=gate_only, after_gate=after_gate)
+        status = job_status(phase, job_name(run.ref.name, component, attempt), conditions=self._record.conditions,
+                            gate=self._gate.status(), attempt=attempt, attempts=self._attempts.kept(),
+                            with_retry=run.retry is not None, pending_gate=gate, pod=self._pod, agent=agent,
+                            gate_only=gate_only, after_gate=after_gate)
         if phase is not None:
             self._set_phase(phase)
         if gate is not None:
             self._record.emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
-        if agent is not None:
-            # postRun hooks see the agent's exit code and text; the status shows the exit code from now.
-            req.agent_exit_code = agent.exit_code
-            req.agent_result = agent.response if agent.status == "success" else agent.error
-            status = status or AgentRunStatus()
-            status.exit_code = agent.exit_code
-        if strict_gate:
-            req.gate_only = True
-            conditions = self._record.conditions  # e.g. a verdict refused before the gate
-        if after_gate is not None:
-            # The gate is resolved: the status says so now, and the hooks see the final result and the label.
-            req.gate_verdict, req.agent_result = after_gate
-            status = status or AgentRunStatus()
-            status.gate, status.gate_verdict = self._gate.status(), after_gate[0]
-            conditions = self._record.conditions
-        if prepare:
-            summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
-        update = StatusUpdate(status=status, conditions=conditions) if status is not None else None
         started: JobStarted = await self._act(KubeActivities.start_job, StartJob(
-            job=req, prepare=prepare, status=update, events=self._record.take_events(), clear_verdict=strict_gate),
-            summary)
+            job=req, prepare=prepare, status=status, events=self._record.take_events(), clear_verdict=gate_only),
+            job_summary(run, component, attempt, gate_only=gate_only, prepare=prepare))
         self._record.retry_later(started.unpublished)
-        if strict_gate:
+        if gate_only:
             self._gate.started(started.run_version)
-            self._record_refusals()
-        self._jobs.append(started.job)
-        self._workspace_uid = started.workspace_uid or self._workspace_uid
+            self._record.refusals_of(self._gate)
+        self._made.started(started)
         self._state.jobs[component] = started.job.name
         return started.job
 
@@ -385,14 +339,10 @@ class AgentRunWorkflow:
 
     async def _gate_and_postrun(self, run: ResolvedRun, agent: AgentOutcome, *,
                                 retry: bool) -> tuple[GateStatus, str, AgentOutcome]:
-        """postRun with a gate hook: wait for a verdict (durably, with no pod) or gateTimeout; then the other
-        postRun hooks, which see the final result and the verdict.
-
-        Returns the gate's status, the final result and the agent's outcome (a later attempt's, when a
-        retry verdict sent the agent back: with lifecycle.retry and `retry` (an agent ran), it runs again
-        after the backoff, with the original task, the rejected output and the feedback, then the gate
-        again; the other postRun hooks run once, after the last gate). A later attempt that the agent
-        skips ends the loop with that outcome."""
+        """postRun with a gate hook: each attempt's gate (a retry verdict sends the agent back, with
+        lifecycle.retry and `retry`: an agent ran), then, once, the other postRun hooks, which see the final
+        result and the verdict. Returns the gate's status, the final result and the last attempt's agent
+        outcome (an attempt the agent skips ends the loop)."""
         label, final, _ = await self._attempt_gate(run, agent, retry=retry)
         try:
             while label == "retried":
@@ -404,8 +354,7 @@ class AgentRunWorkflow:
         if self._gate.strict and run.hooks_of("post-gate"):
             after = await self._hook_job(run, "post-gate", agent=agent, after_gate=(label, final))
             if not after.ok:
-                self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
-                                  f"postRun {after.message}")
+                self._record.post_run_failed(after.message)
         return self._gate.status(), final, agent
 
     async def _again(self, run: ResolvedRun, rejected: AgentOutcome) -> tuple[str, str, AgentOutcome]:
@@ -428,80 +377,50 @@ class AgentRunWorkflow:
         return label, final, agent
 
     async def _attempt_gate(self, run: ResolvedRun, agent: AgentOutcome, *, retry: bool) -> tuple[str, str, str]:
-        """One attempt's gate: its hook alone, then the wait; (label, final result, reason).
-
-        The gate hook runs alone; one that exits 0 leaves the run waiting, one that fails without a
-        verdict resolves the gate at once, and one still running at gateTimeout is stopped (gateDefault
-        applies). A gate hook killed only for its own timeout (a Sympozium-style `sleep` approval hook)
-        also leaves the run waiting."""
+        """One attempt's gate: its hook alone, then the wait, durably and with no pod, for a verdict until
+        gateTimeout (a gate hook still running then is stopped; `gate_hook_failed` says which failures resolve
+        the gate at once); (label, final result, reason)."""
         gate = run.gate_hook
         assert gate is not None
-        strict = self._gate.strict
         started = workflow.now()
         self._gate.open(rfc3339(started), self._attempt)
-        self._record_refusals()
+        self._record.refusals_of(self._gate)
         workflow.upsert_search_attributes([SA_GATE.value_set("pending")])
         gate_end = started + timedelta(seconds=run.gate_timeout_seconds)
         hook = await self._hook_job(run, "post-run", agent=agent, stop_when=lambda: self._gate.verdict is not None,
                                     gate=GateStatus(state="pending", requested_at=rfc3339(started)),
-                                    until=gate_end if strict else None)
-        gate_failed = (not hook.ok and hook.failed_hook == gate.name and hook.exit_code != 124
-                       and self._gate.verdict is None)
+                                    until=gate_end if self._gate.strict else None)
+        gate_failed = gate_hook_failed(hook, gate.name, has_verdict=self._gate.verdict is not None)
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
-            self._record.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED,
-                              f"postRun {hook.message}")
+            self._record.post_run_failed(hook.message)
         if self._gate.verdict is None and not gate_failed:
             self._state.step = "waiting for a gate verdict"
-            remaining = gate_end - workflow.now()
-            try:
-                await workflow.wait_condition(lambda: self._gate.verdict is not None,
-                                              timeout=max(remaining.total_seconds(), 0.001))
-            except TimeoutError:
-                pass
+            remaining = (gate_end - workflow.now()).total_seconds()
+            await wait_until(lambda: self._gate.verdict is not None, seconds=max(remaining, 0.001))
         chance, why = self._attempts.chance(run.retry, self._attempt) if retry else ("off", "")
-        label, final, reason = self._gate.close(
-            agent_text=agent.response if agent.status == "success" else "", gate_default=run.gate_default,
-            gate_timeout_seconds=run.gate_timeout_seconds, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
-            retry=chance, exhausted_why=why)
-        self._record_refusals()
+        label, final, reason = self._gate.close(run, agent, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
+                                                retry=chance, exhausted_why=why)
+        self._record.refusals_of(self._gate)
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
-        self._record.cond(ConditionType.GATE_RESOLVED, "True", label,
-                          f"attempt {self._attempt} sent back: {reason}" if label == "retried" else reason)
+        self._record.gate_resolved(label, reason, self._attempt)
         if run.retry is not None:
             self._attempts.decided(self._attempt, label, self._gate.view, reason, agent.metrics)
         return label, final, reason
 
-    def _record_refusals(self) -> None:
-        """Refused verdicts go into the run's conditions (the last one, with who sent it; written with the
-        next status write) and an event each. Before the run has started they wait for it."""
-        if self._record.ref is None:
-            return
-        refusals, self._gate.refusals = self._gate.refusals, []
-        for r in refusals:
-            self._record.refused(r)
-
     async def _finish(self, phase: Phase, *, result: str | None = None, error: str | None = None,
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
                       gate: GateStatus | None = None, failure: FailureReason = FailureReason.OTHER) -> RunResult:
-        """The run's end: its status (with every condition recorded by `_cond`) and events; the result."""
+        """The run's end: its status (with every condition recorded) and events; the result."""
         self._gate.done = True
-        self._record_refusals()
-        status = AgentRunStatus(phase=phase, completed_at=rfc3339(workflow.now()),
-                                workflow_id=workflow.info().workflow_id, result=result, error=error,
-                                exit_code=exit_code, gate=gate, gate_verdict=gate.state if gate else None,
-                                pod_name=self._pod)
-        if self._run is not None and self._run.retry is not None and self._attempts.any_decided:
-            status.attempt, status.attempts = self._attempt, self._attempts.kept()
-        if token_usage is not None and (token_usage.input_tokens or token_usage.output_tokens):
-            status.token_usage = token_usage
+        self._record.refusals_of(self._gate)
+        with_retry = self._run is not None and self._run.retry is not None
+        status = final_status(phase, completed_at=rfc3339(workflow.now()), workflow_id=workflow.info().workflow_id,
+                              result=result, error=error, exit_code=exit_code, gate=gate, pod=self._pod,
+                              attempt=self._attempt, attempts=self._attempts.kept() if with_retry else None,
+                              token_usage=token_usage)
         self._state.result, self._state.error = result, error
         self._set_phase(phase)
-        outcome = {Phase.SUCCEEDED: "success", Phase.SKIPPED: "skipped"}.get(phase, "error")
-        self._record.emit("agent.run.completed", {"status": outcome,
-                                                  "response": result if phase != Phase.FAILED else None,
-                                                  "error": error, "gateVerdict": status.gate_verdict})
-        if phase == Phase.FAILED:
-            self._record.emit("agent.run.failed", {"error": error, "reason": failure})
+        self._record.ended(status, failure)
         if workflow.patched(FINISH_PATCH):
             self._final = self._record.change(status)  # written by the cleanup step that follows, first thing
         else:
@@ -518,25 +437,16 @@ class AgentRunWorkflow:
             return RunResult(phase=Phase.FAILED, error=cause.message)  # nothing to write the failure to
         if isinstance(cause, ApplicationError) and cause.non_retryable:
             error = f"{self._step or e.activity_type}: {cause.message}"
-            self._record.cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)
+            self._record.step_failed(cause)
             return await self._finish(Phase.FAILED, error=error)
         return await self._finish(Phase.FAILED, error=f"{e.message}: {cause}" if cause else str(e))
 
     async def _clean_up(self, *, kill: bool) -> None:
-        """Remove what the run made and release the object, to the end even if cancelled meanwhile.
-
-        A cancellation (the object was deleted) that arrives during cleanup must not stop it half
-        way: the object would keep its finalizer forever. It is honoured once cleanup is done."""
-        ref = self._record.ref
-        assert ref is not None
+        """Remove what the run made and release the object, to the end even if cancelled meanwhile (the object
+        was deleted): a cleanup stopped half way would leave its finalizer forever."""
+        assert self._record.ref is not None
         self._state.step = "cleanup"
-        run = self._run
-        final = self._final
-        req = CleanUp(ref=ref, run=run, jobs=self._jobs, keep_jobs=run is not None and run.cleanup == "keep",
-                      kill=kill, workspace_uid=self._workspace_uid, final=final)
-        summary = "clean up Jobs, workspace and RBAC; release the run"
-        if final is not None:
-            summary = f"write status: {final.update.status.phase}; {summary}"
+        req, summary = self._made.clean_up(self._record.ref, self._run, kill=kill, final=self._final)
 
         async def steps() -> None:
             published = await self._act(KubeActivities.clean_up, req, summary, long=True)
@@ -545,12 +455,8 @@ class AgentRunWorkflow:
             # Only now is nothing of the run executing (a killed run's pods are gone), so the slot is free.
             await self._slots.give_back()
 
-        task = asyncio.ensure_future(steps())
         try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            await task
-            raise
+            await to_the_end(steps())
         finally:
             self._state.step = "done"
 
@@ -562,12 +468,8 @@ class AgentRunWorkflow:
         self._record.emit("agent.run.phase", {"phase": phase})
 
     async def _queued(self, message: str, position: int) -> None:
-        if position:
-            self._state.step = f"waiting for a slot (position {position})"
-            self._record.cond(ConditionType.QUEUED, "True", Reason.MAX_CONCURRENT, message)
-        else:
-            self._state.step = "slot granted"
-            self._record.cond(ConditionType.QUEUED, "False", Reason.SLOT_GRANTED, message)
+        self._state.step = f"waiting for a slot (position {position})" if position else "slot granted"
+        self._record.queued(message, position)
         workflow.set_current_details(message if position else "")
         await self._write(AgentRunStatus(), f"write status: queued at position {position}" if position
                           else "write status: slot granted")

@@ -21,7 +21,9 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from models.agentrun import GateStatus
     from models.gate import GateView, Label, RetryChance, Verdict, resolve
+    from models.resolve import ResolvedRun
     from models.run import Reason
+    from models.steps import AgentOutcome, HookOutcome
 
 
 @dataclass
@@ -42,6 +44,13 @@ def _source(v: Verdict | None, *, hook_failed: bool) -> str:
     if v is None:
         return "gate-hook" if hook_failed else "timeout"
     return "temporal" if v.decided_by.startswith("temporal:") else v.source
+
+
+def gate_hook_failed(hook: HookOutcome, gate_hook: str, *, has_verdict: bool) -> bool:
+    """The gate's Job came to `hook`: did the gate hook fail without a verdict (which resolves the gate at
+    once)? A gate hook killed only for its own timeout (exit 124: a Sympozium-style `sleep` approval hook)
+    leaves the run waiting, like one that exits 0."""
+    return not hook.ok and hook.failed_hook == gate_hook and hook.exit_code != 124 and not has_verdict
 
 
 # One refusal for a run that has ended, however the verdict reaches it (the API says the same when the run's status
@@ -105,6 +114,21 @@ class Gate:
         if self.verdict is not None or self.view.gate_verdict is not None:
             raise ValueError("the gate already has a verdict")
 
+    def submit(self, verdict: Verdict) -> Refusal | None:
+        """The Update's verdict: strict runs refuse what the gate cannot take now (kept for the record, and
+        returned: the caller sees why); else it is taken (on the old rules `check` has validated it)."""
+        refusal = self.refusal(verdict) if self.strict else None
+        if refusal is not None:
+            self.refuse(refusal)
+        else:
+            self.accept(verdict)
+        return refusal
+
+    @property
+    def waiting(self) -> bool:
+        """The gate has started waiting (and not yet resolved)."""
+        return self.view.state == "pending"
+
     def accept(self, verdict: Verdict) -> bool:
         """The Update's verdict (validated); False when the gate has not started waiting (old rules: kept for then)."""
         self.verdict = verdict
@@ -150,14 +174,15 @@ class Gate:
         for v in unchecked:
             self.offer(v)
 
-    def close(self, *, agent_text: str, gate_default: str, gate_timeout_seconds: int, hook_failed: bool,
-              decided_at: str, retry: RetryChance = "off", exhausted_why: str = "") -> tuple[Label, str, str]:
-        """Resolve as SPEC §4's table says: (label, final result, reason). `retry`: what a retry verdict
-        means for this attempt (no lifecycle.retry, another attempt, none left and why)."""
+    def close(self, run: ResolvedRun, agent: AgentOutcome, *, hook_failed: bool, decided_at: str,
+              retry: RetryChance = "off", exhausted_why: str = "") -> tuple[Label, str, str]:
+        """Resolve `run`'s gate over `agent`'s outcome as SPEC §4's table says: (label, final result, reason).
+        `retry`: what a retry verdict means for this attempt (no lifecycle.retry, another attempt, none left and why)."""
+        agent_text = agent.response if agent.status == "success" else ""
         for late in self._unchecked:  # the gate ended before its step said which version it started at
             self._refuse(late, Reason.OLDER_THAN_GATE, "the gate ended before it could tell the verdict's age")
         self._unchecked = []
-        label, final = resolve(self.verdict, agent_result=agent_text, gate_default=gate_default,
+        label, final = resolve(self.verdict, agent_result=agent_text, gate_default=run.gate_default,
                                hook_failed=hook_failed, retry=retry, attempts=self.attempt, exhausted_why=exhausted_why)
         v = self.verdict
         if v is not None:
@@ -167,7 +192,7 @@ class Gate:
         elif hook_failed:
             reason = "gate hook failed without a verdict"
         else:
-            reason = f"no verdict within {gate_timeout_seconds}s"
+            reason = f"no verdict within {run.gate_timeout_seconds}s"
         self.view = GateView(state=label, gate_verdict=label, requested_at=self.view.requested_at,
                              decided_at=decided_at, decided_by=v.decided_by if v else "gate-default",
                              source=_source(v, hook_failed=hook_failed),

@@ -15,19 +15,19 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.events import EventActivities
-    from models.agentrun import AgentRunStatus, Condition
+    from models.agentrun import AgentRunStatus, Condition, ParentRef
     from models.events import RunEvent, Topic
     from models.resolve import RunRef
-    from models.run import ConditionType, RunState, StatusUpdate
-    from models.steps import StatusChange
+    from models.run import ConditionType, FailureReason, Phase, Reason, RunState, StatusUpdate
+    from models.steps import RESULT_MAX_BYTES, AgentOutcome, StatusChange
     from models.timestamps import rfc3339
 
     from . import policies
-    from .gate import Refusal
+    from .gate import Gate, Refusal
 
 
 class RunRecord:
@@ -69,6 +69,54 @@ class RunRecord:
         self.emit("agent.run.gate.refused", {"action": v.action, "decidedBy": v.decided_by, "source": v.source,
                                              "reason": r.reason, "message": r.why})
 
+    def refusals_of(self, gate: Gate) -> None:
+        """The verdicts `gate` refused since the last call, each recorded as `refused` says. Before the run has
+        started they wait for it (a verdict may come before the run does)."""
+        if self.ref is None:
+            return
+        refusals, gate.refusals = gate.refusals, []
+        for r in refusals:
+            self.refused(r)
+
+    # What each condition of a run says: the workflow only says that it happened.
+
+    def invalid_spec(self, problem: str) -> None:
+        self.cond(ConditionType.VALIDATED, "False", Reason.INVALID_SPEC, problem)
+
+    def fields_ignored(self, fields: list[str]) -> None:
+        """The Sympozium fields of the run that have no effect here."""
+        self.cond(ConditionType.FIELDS_IGNORED, "True", Reason.NO_EFFECT_HERE, "; ".join(fields))
+
+    def sub_agent(self, parent: ParentRef) -> None:
+        """The run is a sub-agent's: its parent run (which lists its children in status.delegates)."""
+        self.cond(ConditionType.SUB_AGENT, "True", Reason.PARENT_RUN,
+                  f"sub-agent of AgentRun {parent.run_name} (spawnDepth {parent.spawn_depth})")
+
+    def queued(self, message: str, position: int) -> None:
+        """The run's place in its Agent's queue (maxConcurrent); position 0: the slot is granted."""
+        if position:
+            self.cond(ConditionType.QUEUED, "True", Reason.MAX_CONCURRENT, message)
+        else:
+            self.cond(ConditionType.QUEUED, "False", Reason.SLOT_GRANTED, message)
+
+    def post_run_failed(self, message: str) -> None:
+        """A postRun Job failed: best-effort, so a condition says so and the phase stays (SPEC §3.8)."""
+        self.cond(ConditionType.POST_RUN_FAILED, "True", Reason.POST_RUN_JOB_FAILED, f"postRun {message}")
+
+    def step_failed(self, cause: ApplicationError) -> None:
+        """A step failed for good: the refusal's type and message."""
+        self.cond(ConditionType.STEP_FAILED, "True", cause.type or "Error", cause.message)
+
+    def gate_resolved(self, label: str, reason: str, attempt: int) -> None:
+        self.cond(ConditionType.GATE_RESOLVED, "True", label,
+                  f"attempt {attempt} sent back: {reason}" if label == "retried" else reason)
+
+    def result_cut(self, agent: AgentOutcome) -> None:
+        """The agent's response (or error) was cut to fit a payload and the status: by how much."""
+        self.cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,
+                  f"the agent's {'response' if agent.status == 'success' else 'error'} was cut to its "
+                  f"first {RESULT_MAX_BYTES} of {agent.cut_from} bytes")
+
     # -- events ----------------------------------------------------------------------------------------
 
     def emit(self, topic: Topic, data: dict[str, str | int | None]) -> None:
@@ -78,6 +126,24 @@ class RunRecord:
         self._events.append(RunEvent(topic=topic, run_name=self.ref.name, namespace=self.ref.namespace,
                                      instance_name=self._state.agent, workflow_id=workflow.info().workflow_id,
                                      seq=self._seq, timestamp=rfc3339(workflow.now()), data=data))
+
+    def ended(self, status: AgentRunStatus, failure: FailureReason) -> None:
+        """The run's end (its last status): completed (with the response unless it failed), and failed, with why."""
+        phase = status.phase
+        outcome = "success" if phase == Phase.SUCCEEDED else "skipped" if phase == Phase.SKIPPED else "error"
+        self.emit("agent.run.completed", {"status": outcome,
+                                          "response": status.result if phase != Phase.FAILED else None,
+                                          "error": status.error, "gateVerdict": status.gate_verdict})
+        if phase == Phase.FAILED:
+            self.emit("agent.run.failed", {"error": status.error, "reason": failure})
+
+    def pending(self, task: str | None) -> None:
+        """begin_run wrote Pending (later writes patch fields of an existing status): the events that say so,
+        the run's start with its task (none for a spec that did not resolve) and its phase."""
+        self.begun = True
+        if task is not None:
+            self.emit("agent.run.started", {"task": task})
+        self.emit("agent.run.phase", {"phase": Phase.PENDING})
 
     def take_events(self) -> list[RunEvent]:
         """The events emitted since the last step, for the next step to publish."""

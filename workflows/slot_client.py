@@ -13,6 +13,7 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from activities.slots import SlotActivities
+    from models.resolve import RunRef
     from models.slots import (
         RELEASE_SIGNAL,
         SlotLimit,
@@ -42,8 +43,12 @@ class SlotClient:
         if old is None or (not old.granted and (reask or notice.seq > old.seq)):
             self.notice = notice
 
-    async def wait(self, req: SlotRequest, limit: SlotLimit, on_queue: OnQueue) -> None:
-        """Wait, durably and in creation order, for one of the Agent's slots."""
+    async def wait(self, ref: RunRef, agent: str, limit: SlotLimit, *, check_seconds: int, on_queue: OnQueue) -> None:
+        """Wait, durably and in creation order, for one of `agent`'s slots. `check_seconds`: how often the
+        slots workflow looks for holders that ended without giving their slot back."""
+        req = SlotRequest(namespace=ref.namespace, agent=agent, workflow_id=workflow.info().workflow_id,
+                          run_name=ref.name, created_at=limit.created_at, limit=limit.limit, policy=limit.policy,
+                          check_seconds=check_seconds)
         # Set before asking: a run cancelled while asking still gives back whatever it was given.
         self._slots_wid = slots_workflow_id(req.namespace, req.agent)
         self.take(await self._ask(req))

@@ -1,0 +1,98 @@
+"""What a step writes into the run's status: when its Job starts, and at the run's end (SPEC §3, §4).
+
+AgentRunWorkflow writes the status without reading it first, so each write carries exactly the fields
+its step changes; which fields those are is decided here, apart from the steps themselves, so that
+the workflow reads as its steps. So is what else a Job's start carries: the Job's request, and the
+step's summary in the Temporal UI. Pure: no I/O, no clock (times come in as arguments).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from models.agentrun import AgentRunStatus, AttemptRecord, Condition, GateStatus, TokenUsage
+    from models.names import Component, job_name
+    from models.resolve import ResolvedRun
+    from models.run import Phase, StatusUpdate
+    from models.steps import AgentOutcome, JobRequest
+
+
+def job_request(run: ResolvedRun, component: Component, *, workflow_id: str, attempt: int, task: str | None,
+                agent: AgentOutcome | None, gate_only: bool, after_gate: tuple[str, str] | None) -> JobRequest:
+    """The Job a step starts. `agent`: the agent's outcome, for postRun hooks; `gate_only`: the gate hook alone;
+    `after_gate` = (label, final result): the other postRun hooks, once the gate is resolved."""
+    req = JobRequest(run=run, component=component, workflow_id=workflow_id, attempt=attempt, task=task)
+    if agent is not None:
+        # postRun hooks see the agent's exit code and text.
+        req.agent_exit_code = agent.exit_code
+        req.agent_result = agent.response if agent.status == "success" else agent.error
+    if gate_only:
+        req.gate_only = True
+    if after_gate is not None:
+        # The hooks after the gate see the final result and the verdict's label.
+        req.gate_verdict, req.agent_result = after_gate
+    return req
+
+
+def job_summary(run: ResolvedRun, component: Component, attempt: int, *, gate_only: bool, prepare: bool) -> str:
+    """A Job's start as the Temporal UI names it: the agent's Job by its name, the gate's by its hook, the others
+    by their hooks' count; `prepare`: the step makes the run's lifecycle RBAC and workspace first."""
+    if component == "agent-run":
+        summary = f"agent Job {job_name(run.ref.name, component, attempt)}"
+    elif component == "post-run" and gate_only:
+        summary = f"gate hook {run.hooks_of(component, gate_only=True)[0].name}"
+    else:
+        summary = f"{component} Job with {len(run.hooks_of(component, gate_only=gate_only))} hook(s)"
+    if prepare:
+        summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
+    return summary
+
+
+def job_status(phase: Phase | None, job: str, *, conditions: list[Condition], gate: GateStatus,
+               attempt: int = 1, attempts: list[AttemptRecord] | None = None, with_retry: bool = False,
+               pending_gate: GateStatus | None = None, pod: str | None = None, agent: AgentOutcome | None = None,
+               gate_only: bool = False, after_gate: tuple[str, str] | None = None) -> StatusUpdate | None:
+    """The status a Job's start writes (None: none). `phase`: the phase the Job starts (Running for the agent,
+    PostRunning for the first postRun Job); `job`: its name; `conditions`: every condition recorded so far;
+    `gate`: the gate as it stands; `pending_gate`: the gate this Job starts; `with_retry`: the run has
+    lifecycle.retry; other arguments as `job_request`'s."""
+    status: AgentRunStatus | None = None
+    write_conditions = False
+    if phase == Phase.RUNNING:
+        status = AgentRunStatus(phase=phase, job_name=job)
+        if with_retry:  # the attempt starts: the status says which, and how the earlier ones ended
+            status.attempt, status.attempts = attempt, attempts
+        if attempt > 1:  # the last attempt's gate is no longer pending: it sent the attempt back
+            status.gate = gate
+            write_conditions = True
+    elif phase == Phase.POST_RUNNING:
+        status = AgentRunStatus(phase=phase, post_run_job_name=job, gate=pending_gate, pod_name=pod)
+    if agent is not None:  # the status shows the agent's exit code from now
+        status = status or AgentRunStatus()
+        status.exit_code = agent.exit_code
+    if gate_only:
+        write_conditions = True  # e.g. a verdict refused before the gate
+    if after_gate is not None:  # the gate is resolved: the status says so now
+        status = status or AgentRunStatus()
+        status.gate, status.gate_verdict = gate, after_gate[0]
+        write_conditions = True
+    if status is None:
+        return None
+    return StatusUpdate(status=status, conditions=conditions if write_conditions else None)
+
+
+def final_status(phase: Phase, *, completed_at: str, workflow_id: str, result: str | None = None,
+                 error: str | None = None, exit_code: int | None = None, gate: GateStatus | None = None,
+                 pod: str | None = None, attempt: int = 1, attempts: list[AttemptRecord] | None = None,
+                 token_usage: TokenUsage | None = None) -> AgentRunStatus:
+    """The run's last status. `attempts`: the attempts kept, once a run with lifecycle.retry had one decided;
+    a token usage of nothing is left out."""
+    status = AgentRunStatus(phase=phase, completed_at=completed_at, workflow_id=workflow_id, result=result,
+                            error=error, exit_code=exit_code, gate=gate, gate_verdict=gate.state if gate else None,
+                            pod_name=pod)
+    if attempts:
+        status.attempt, status.attempts = attempt, attempts
+    if token_usage is not None and (token_usage.input_tokens or token_usage.output_tokens):
+        status.token_usage = token_usage
+    return status
