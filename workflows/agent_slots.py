@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from . import policies
+    from .awaiting import wait_until
 
 # Waiters this near the front are told whenever their position changes; those further back keep
 # the position they were told until they come this near (so a release costs a bounded number of signals).
@@ -118,11 +119,8 @@ class AgentSlotsWorkflow:
                 idle = timedelta(seconds=s.idle_seconds) if s.idle_seconds is not None else policies.SLOTS_IDLE
                 idle_until = idle_until or now + idle
                 wake = idle_until
-            try:
-                await workflow.wait_condition(self._news(), timeout=max((wake - now).total_seconds(), 0.001))
+            if await wait_until(self._news(), seconds=max((wake - now).total_seconds(), 0.001)):
                 continue
-            except TimeoutError:
-                pass
             if s.holders:
                 next_check = None
                 await self._check_holders()

@@ -22,6 +22,8 @@ with workflow.unsafe.imports_passed_through():
     from models.steps import HookOutcome, JobFinished, JobRef, JobReport, JobState
     from models.timestamps import parse_rfc3339
 
+    from .awaiting import wait_until
+
 
 class Observe(Protocol):
     """The step that looks at a Job (with the bridge's signal, if one came; `timed_out`: what it said so far)."""
@@ -60,11 +62,8 @@ class JobWatch:
                 wake = min(wake, float(min(h.timeout_seconds for h in by_container.values())))
             if hook_end is not None:
                 wake = min(wake, (hook_end - now).total_seconds())
-            try:
-                await workflow.wait_condition(lambda: job.uid in self.finished or bool(stop_when and stop_when()),
-                                              timeout=max(wake, 0.001))
-            except TimeoutError:
-                pass
+            await wait_until(lambda: job.uid in self.finished or bool(stop_when and stop_when()),
+                             seconds=max(wake, 0.001))
             if stop_when is not None and stop_when() and job.uid not in self.finished:
                 await self._stop(job, "verdict given")
                 return JobReport(state=JobState(job=job, finished=True, succeeded=True, reason=Stopped.VERDICT))

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from . import policies
+    from .awaiting import wait_until
 
 # Told when the run's place changes: (message, position); position 0 once the slot is granted after a wait.
 OnQueue = Callable[[str, int], Awaitable[None]]
@@ -63,10 +64,8 @@ class SlotClient:
                 await on_queue(f'waiting for a slot: Agent "{req.agent}" runs at most {notice.limit} at a time '
                                f'(maxConcurrent of SympoziumPolicy "{limit.policy}"); position {told} in the queue',
                                told)
-            try:
-                await workflow.wait_condition(lambda n=notice: self.notice is not n,  # type: ignore[misc]
-                                              timeout=policies.SLOT_REASK)
-            except TimeoutError:
+            if not await wait_until(lambda n=notice: self.notice is not n,  # type: ignore[misc]
+                                    seconds=policies.SLOT_REASK.total_seconds()):
                 # No news for long: ask again (harmless), in case the slots workflow was terminated.
                 self.take(await self._ask(req), reask=True)
         if told:
