@@ -454,7 +454,9 @@ async def test_history_of_a_tick_replays(stack: Stack, namespace: str, temporal_
     replayer = Replayer(workflows=[ScheduledRunWorkflow], data_converter=pydantic_data_converter)
     assert (await replayer.replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
     if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1":
-        _save_history("v2-scheduled-tick", history.to_json())  # a tick that starts the type "AgentRun"
+        # v2-: a tick that starts the type "AgentRun"; v3-: recorded after a tick starts its run's workflow only
+        # if that ID never ran (patch tick-child-once).
+        _save_history("v3-scheduled-tick", history.to_json())
 
 
 def _save_history(name: str, text: str) -> None:
