@@ -5,9 +5,9 @@ the agent → postRun hooks and the response gate → finish → clean up, the l
 deleted (the workflow is cancelled). With `lifecycle.retry`, a retry verdict runs the agent and the gate
 again, as attempt 2, 3, ... (SPEC §4). Each step is one activity that does all of its Kubernetes
 work, writes the status it changes (no read first: the workflow knows every condition it wrote)
-and publishes the step's events, so a run of preRun + agent + postRun takes eight activities. Looking at a
-Job once it ended (or at the fallback check) is a read with no effect, run as a local activity: the step
-that follows is scheduled in the same workflow task, with no activity task between them.
+and publishes the step's events, so a run of preRun + agent + postRun takes eight activities, three of
+them local: looking at a Job once it ended (or at the fallback check) is a read with no effect, run as a
+local activity, so the step that follows is scheduled in the same workflow task.
 
 It never polls a Job tightly: the bridge signals `job_finished`, and a slow fallback look covers a
 missed event. All I/O is in activities; this module only decides. Runs started before this type
