@@ -490,25 +490,10 @@ class AgentRunWorkflow:
 
     async def _act(self, fn: Callable[[KubeActivities, A], Awaitable[R]], arg: A, summary: str, *,
                    long: bool = False, local: bool = False) -> R:
-        """One step: retried while the failure is transient; its summary names it in the Temporal UI.
-        `local`: a read with no effect, run as a local activity in this workflow task."""
+        """One step (see `policies.step`); its summary names it in the Temporal UI, and the attempt it is of."""
         if self._naming:
             summary = f"attempt {self._attempt}: {summary}"
         self._step = summary
-        schedule_to_close = policies.CLEANUP_STEP if long else policies.KUBE_STEP
-        if not local:
-            result = await workflow.execute_activity_method(
-                fn, arg, summary=summary, start_to_close_timeout=policies.KUBE_CALL,
-                schedule_to_close_timeout=schedule_to_close, retry_policy=policies.KUBE_RETRY)
-        else:
-            try:
-                result = await workflow.execute_local_activity_method(
-                    fn, arg, summary=summary, start_to_close_timeout=policies.KUBE_CALL,
-                    schedule_to_close_timeout=schedule_to_close, retry_policy=policies.KUBE_RETRY)
-            except ApplicationError as e:
-                # A local activity's own permanent failure arrives unwrapped: the run sees the same ActivityError
-                # (the step's error as its cause) whichever way the step ran.
-                raise ActivityError(e.message, scheduled_event_id=0, started_event_id=0, identity="",
-                                    activity_type=fn.__name__, activity_id="", retry_state=None) from e
+        result = await policies.step(fn, arg, summary, long=long, local=local)
         self._step = ""
         return result
