@@ -5,7 +5,9 @@ the agent → postRun hooks and the response gate → finish → clean up, the l
 deleted (the workflow is cancelled). With `lifecycle.retry`, a retry verdict runs the agent and the gate
 again, as attempt 2, 3, ... (SPEC §4). Each step is one activity that does all of its Kubernetes
 work, writes the status it changes (no read first: the workflow knows every condition it wrote)
-and publishes the step's events, so a run of preRun + agent + postRun takes nine activities.
+and publishes the step's events, so a run of preRun + agent + postRun takes eight activities, three of
+them local: looking at a Job once it ended (or at the fallback check) is a read with no effect, run as a
+local activity, so the step that follows is scheduled in the same workflow task.
 
 It never polls a Job tightly: the bridge signals `job_finished`, and a slow fallback look covers a
 missed event. All I/O is in activities; this module only decides. Runs started before this type
@@ -90,6 +92,10 @@ FIELDS_IGNORED_PATCH = "fields-ignored-condition"
 # Runs of sub-agents with this marker carry a SubAgent condition naming their parent run (the parent lists its
 # children in status.delegates).
 SUB_AGENT_PATCH = "sub-agent-condition"
+# Runs started with this marker look at their Jobs in a local activity: a read of the worker's shared view (and
+# of a finished pod's log) that runs inside the workflow task that asked for it, so the step after a Job's end
+# is scheduled in that same task; no activity task travels through the server for it.
+LOCAL_OBSERVE_PATCH = "observe-locally"
 
 __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult", "RunState", "workflow_id"]
 
@@ -110,6 +116,7 @@ class AgentRunWorkflow:
         self._attempts = Attempts()  # how the gate decided each attempt, and what each agent used
         self._naming = False  # a later attempt's steps run: their summaries name it ("attempt 2: ...")
         self._final: StatusChange | None = None  # the final status, for the cleanup step to write first
+        self._observe_locally = False  # LOCAL_OBSERVE_PATCH
 
     # -- handlers (the same names as version 1, so the bridge, API and CLI speak to both) -----------------
 
@@ -163,6 +170,7 @@ class AgentRunWorkflow:
     @workflow.run
     async def run(self, start: StartRun) -> RunResult:
         self._gate.strict = workflow.patched(GATE_PATCH)
+        self._observe_locally = workflow.patched(LOCAL_OBSERVE_PATCH)
         self._record.ref = start.ref
         workflow.upsert_search_attributes([SA_NAMESPACE.value_set(start.ref.namespace),
                                            SA_NAME.value_set(start.ref.name), SA_PHASE.value_set(Phase.PENDING)])
@@ -329,7 +337,7 @@ class AgentRunWorkflow:
     async def _observe(self, job: JobRef, signal: JobFinished | None, *, timed_out: bool = False) -> JobReport:
         what = "read the outcome of" if signal is not None or timed_out else "look at"
         report: JobReport = await self._act(KubeActivities.observe_job, ObserveJob(
-            job=job, signal=signal, timed_out=timed_out), f"{what} Job {job.name}")
+            job=job, signal=signal, timed_out=timed_out), f"{what} Job {job.name}", local=self._observe_locally)
         if report.state.pod_name and job.component == "agent-run" and (report.state.finished or timed_out):
             self._pod = report.state.pod_name
         return report
@@ -481,14 +489,11 @@ class AgentRunWorkflow:
     # -- activity plumbing -----------------------------------------------------------------------------------
 
     async def _act(self, fn: Callable[[KubeActivities, A], Awaitable[R]], arg: A, summary: str, *,
-                   long: bool = False) -> R:
-        """One step: retried while the failure is transient; its summary names it in the Temporal UI."""
+                   long: bool = False, local: bool = False) -> R:
+        """One step (see `policies.step`); its summary names it in the Temporal UI, and the attempt it is of."""
         if self._naming:
             summary = f"attempt {self._attempt}: {summary}"
         self._step = summary
-        result = await workflow.execute_activity_method(
-            fn, arg, summary=summary, start_to_close_timeout=policies.KUBE_CALL,
-            schedule_to_close_timeout=policies.CLEANUP_STEP if long else policies.KUBE_STEP,
-            retry_policy=policies.KUBE_RETRY)
+        result = await policies.step(fn, arg, summary, long=long, local=local)
         self._step = ""
         return result

@@ -1,10 +1,19 @@
-"""Timeouts and retry policies of the AgentRun workflow's activities, in one place."""
+"""Timeouts and retry policies of the AgentRun workflow's activities, in one place, and the one way a run's
+step is executed with them."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import TypeVar
 
+from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+S = TypeVar("S")
+A = TypeVar("A")
+R = TypeVar("R")
 
 # Kubernetes calls: transient failures (409/429/5xx, connection errors) retry with backoff, for
 # long enough to ride out an API server restart; permanent ones are non-retryable errors.
@@ -26,6 +35,29 @@ EVENT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coeffic
                           maximum_interval=timedelta(seconds=30), maximum_attempts=0)
 EVENT_CALL = timedelta(seconds=10)
 EVENT_BUDGET = timedelta(hours=1)
+
+
+
+async def step(fn: Callable[[S, A], Awaitable[R]], arg: A, summary: str, *, long: bool = False,
+               local: bool = False) -> R:
+    """A run's step: one activity, retried while its failure is transient (KUBE_RETRY), each attempt within
+    KUBE_CALL and all of them within KUBE_STEP (CLEANUP_STEP when `long`). `local`: a read with no effect, run
+    as a local activity inside the current workflow task."""
+    schedule_to_close = CLEANUP_STEP if long else KUBE_STEP
+    if not local:
+        return await workflow.execute_activity_method(fn, arg, summary=summary, start_to_close_timeout=KUBE_CALL,
+                                                      schedule_to_close_timeout=schedule_to_close,
+                                                      retry_policy=KUBE_RETRY)
+    try:
+        return await workflow.execute_local_activity_method(fn, arg, summary=summary, start_to_close_timeout=KUBE_CALL,
+                                                            schedule_to_close_timeout=schedule_to_close,
+                                                            retry_policy=KUBE_RETRY)
+    except ApplicationError as e:
+        # A local activity's own permanent failure arrives unwrapped: the run sees the same ActivityError (the
+        # step's error as its cause) whichever way the step ran.
+        raise ActivityError(e.message, scheduled_event_id=0, started_event_id=0, identity="",
+                            activity_type=getattr(fn, "__name__", ""), activity_id="", retry_state=None) from e
+
 
 # Extra time after the agent's own deadline before the workflow stops waiting for the Job.
 AGENT_DEADLINE_GRACE = timedelta(seconds=30)

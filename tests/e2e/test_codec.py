@@ -112,11 +112,15 @@ def _base64_forms(value: bytes) -> list[str]:
 
 
 # What Temporal keeps plain by design: search attributes (the UI's index: namespace, names, phase and gate state
-# only) and the SDK's patch markers (a patch ID); neither passes through a codec.
-PLAIN_BY_DESIGN = ("searchAttributes", "markerRecordedEventAttributes")
+# only), the SDK's patch markers (a patch ID) and a local activity marker's bookkeeping (its ID, type, attempt and
+# times); none passes through a codec. A local activity's result (under the marker's "result") does, like any
+# activity's.
+PLAIN_BY_DESIGN = ("searchAttributes",)
+PLAIN_IN_MARKERS = ("patch-data", "data")
 
 
-def _payloads(node: Any, *, plain: list[tuple[str, bytes]] | None = None, under: str = "") -> Iterator[dict[str, Any]]:
+def _payloads(node: Any, *, plain: list[tuple[str, bytes]] | None = None, under: str = "",
+              marker: bool = False) -> Iterator[dict[str, Any]]:
     """Every Payload of a history in its JSON form (an object with metadata and data), except those Temporal keeps
     plain by design, which go to `plain` as (field, data)."""
     if isinstance(node, dict):
@@ -127,10 +131,12 @@ def _payloads(node: Any, *, plain: list[tuple[str, bytes]] | None = None, under:
             else:
                 yield node
         for k, v in node.items():
-            yield from _payloads(v, plain=plain, under=under or (k if k in PLAIN_BY_DESIGN else ""))
+            plain_here = k in PLAIN_BY_DESIGN or (marker and k in PLAIN_IN_MARKERS)
+            yield from _payloads(v, plain=plain, under=under or (k if plain_here else ""),
+                                 marker=marker or k == "markerRecordedEventAttributes")
     elif isinstance(node, list):
         for v in node:
-            yield from _payloads(v, plain=plain, under=under)
+            yield from _payloads(v, plain=plain, under=under, marker=marker)
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +169,10 @@ def test_the_raw_history_holds_the_secret_nowhere_not_even_base64(finished_run: 
     history = json.loads(raw)
     kinds = {e["eventType"] for e in history["events"]}
     assert {"EVENT_TYPE_ACTIVITY_TASK_SCHEDULED", "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"} <= kinds
+    # The Job's outcome (the agent's response among it) is read in a local activity: its result is a marker's.
+    local = [e for e in history["events"] if e.get("markerRecordedEventAttributes", {}).get("markerName")
+             == "core_local_activity"]
+    assert local and all("result" in e["markerRecordedEventAttributes"]["details"] for e in local)
     for value in (SECRET, TASK):
         assert value not in raw
         for form in _base64_forms(value.encode()):

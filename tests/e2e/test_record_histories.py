@@ -93,7 +93,8 @@ def _save(shape: str, text: str) -> None:
     """Existing recordings are kept: that older histories still replay is the point."""
     OUT.mkdir(parents=True, exist_ok=True)
     # Type "AgentRun"; the unprefixed ones are version 1 ("AgentRunWorkflow"); v2- were recorded before the final
-    # status moved into the cleanup step (patch final-status-in-cleanup), v3- after.
-    path = OUT / f"v3-{shape}.json"
+    # status moved into the cleanup step (patch final-status-in-cleanup), v3- after, v4- once a run looks at its
+    # Jobs in a local activity (patch observe-locally).
+    path = OUT / f"v4-{shape}.json"
     if not path.exists():
         path.write_text(text)

@@ -106,6 +106,7 @@ class FakeCluster:
     nats_down: bool = False  # steps cannot publish: their events come back for the workflow to retry
     fail_create: Exception | None = None  # start_job raises this
     fail_begin: Exception | None = None  # begin_run raises this (before it wrote Pending)
+    fail_observe: Exception | None = None  # observe_job raises this
     run_version: int = 100  # the run's resourceVersion; the gate's step (clear_verdict) moves it on
     calls: list[tuple[str, Any]] = field(default_factory=list)
     created: list[Job] = field(default_factory=list)
@@ -215,6 +216,8 @@ class FakeCluster:
         @activity.defn(name="observe_job")
         async def observe_job(req: ObserveJob) -> JobReport:
             await cluster._called("observe_job", req)
+            if cluster.fail_observe is not None:
+                raise cluster.fail_observe
             ref = req.job
             job = next(j for j in cluster.created if j.ref.uid == ref.uid)
             if job.deleted:

@@ -347,7 +347,7 @@ async def _phase_is(handle: WorkflowHandle[AgentRunWorkflow, RunResult], phase: 
 # -- deletion (the workflow is cancelled) ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("step", ["begin_run", "start_job"])
+@pytest.mark.parametrize("step", ["begin_run", "start_job", "observe_job"])
 async def test_deletion_during_a_step_kills_jobs_and_releases_the_run(live_env: WorkflowEnvironment, step: str) -> None:
     cluster = FakeCluster(resolved_run(pre_run=[hook("check")]))
     cluster.hold(step)
@@ -454,6 +454,22 @@ async def test_a_permanent_refusal_of_a_step_fails_the_run_naming_the_step(env: 
     cond = cluster.status()["conditions"]["StepFailed"]
     assert (cond.reason, cond.message) == ("KubernetesForbidden", "create Job r: jobs.batch is forbidden (HTTP 403)")
     assert [n for n, _ in cluster.calls][-1] == "clean_up"
+
+
+async def test_a_permanent_refusal_while_looking_at_a_job_fails_the_run_naming_the_step(
+        env: WorkflowEnvironment) -> None:
+    """Looking at a Job is a local activity (patch observe-locally), whose own failure the SDK hands over
+    unwrapped: the run fails as for any other step."""
+    cluster = FakeCluster(resolved_run(), fail_observe=ApplicationError(
+        "read pod r-pod: pods is forbidden (HTTP 403)", type="KubernetesForbidden", non_retryable=True))
+    result = await _run(env, cluster)
+    assert result.phase == "Failed"
+    assert result.error == "read the outcome of Job r: read pod r-pod: pods is forbidden (HTTP 403)"
+    cond = cluster.status()["conditions"]["StepFailed"]
+    assert (cond.reason, cond.message) == ("KubernetesForbidden", "read pod r-pod: pods is forbidden (HTTP 403)")
+    assert [n for n, _ in cluster.calls][-2:] == ["observe_job", "clean_up"]
+    (cleanup,) = cluster.named("clean_up")
+    assert [j.component for j in cleanup.jobs] == ["agent-run"]
 
 
 async def test_a_run_that_fails_before_pending_writes_its_whole_status_at_once(env: WorkflowEnvironment) -> None:
