@@ -445,31 +445,26 @@ async def test_a_run_of_prerun_agent_and_postrun_takes_eight_steps(env: Workflow
     assert cluster.status()["pod_name"] == "r-pod"
 
 
-async def test_a_permanent_refusal_of_a_step_fails_the_run_naming_the_step(env: WorkflowEnvironment) -> None:
-    cluster = FakeCluster(resolved_run(), fail_create=ApplicationError(
-        "create Job r: jobs.batch is forbidden (HTTP 403)", type="KubernetesForbidden", non_retryable=True))
+# Looking at a Job is a local activity (patch observe-locally), whose own failure the SDK hands over unwrapped:
+# the run fails as for any other step.
+@pytest.mark.parametrize(("fault", "where", "message", "last_calls", "jobs"), [
+    ("fail_create", "agent Job r", "create Job r: jobs.batch is forbidden (HTTP 403)", ["start_job", "clean_up"], []),
+    ("fail_observe", "read the outcome of Job r", "read pod r-pod: pods is forbidden (HTTP 403)",
+     ["observe_job", "clean_up"], ["agent-run"]),
+])
+async def test_a_permanent_refusal_of_a_step_fails_the_run_naming_the_step(
+        env: WorkflowEnvironment, fault: str, where: str, message: str, last_calls: list[str],
+        jobs: list[str]) -> None:
+    refusal = ApplicationError(message, type="KubernetesForbidden", non_retryable=True)
+    cluster = FakeCluster(resolved_run(), **{fault: refusal})
     result = await _run(env, cluster)
     assert result.phase == "Failed"
-    assert result.error == "agent Job r: create Job r: jobs.batch is forbidden (HTTP 403)"
+    assert result.error == f"{where}: {message}"
     cond = cluster.status()["conditions"]["StepFailed"]
-    assert (cond.reason, cond.message) == ("KubernetesForbidden", "create Job r: jobs.batch is forbidden (HTTP 403)")
-    assert [n for n, _ in cluster.calls][-1] == "clean_up"
-
-
-async def test_a_permanent_refusal_while_looking_at_a_job_fails_the_run_naming_the_step(
-        env: WorkflowEnvironment) -> None:
-    """Looking at a Job is a local activity (patch observe-locally), whose own failure the SDK hands over
-    unwrapped: the run fails as for any other step."""
-    cluster = FakeCluster(resolved_run(), fail_observe=ApplicationError(
-        "read pod r-pod: pods is forbidden (HTTP 403)", type="KubernetesForbidden", non_retryable=True))
-    result = await _run(env, cluster)
-    assert result.phase == "Failed"
-    assert result.error == "read the outcome of Job r: read pod r-pod: pods is forbidden (HTTP 403)"
-    cond = cluster.status()["conditions"]["StepFailed"]
-    assert (cond.reason, cond.message) == ("KubernetesForbidden", "read pod r-pod: pods is forbidden (HTTP 403)")
-    assert [n for n, _ in cluster.calls][-2:] == ["observe_job", "clean_up"]
+    assert (cond.reason, cond.message) == ("KubernetesForbidden", message)
+    assert [n for n, _ in cluster.calls][-2:] == last_calls
     (cleanup,) = cluster.named("clean_up")
-    assert [j.component for j in cleanup.jobs] == ["agent-run"]
+    assert [j.component for j in cleanup.jobs] == jobs
 
 
 async def test_a_run_that_fails_before_pending_writes_its_whole_status_at_once(env: WorkflowEnvironment) -> None:
