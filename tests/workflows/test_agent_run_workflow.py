@@ -456,7 +456,8 @@ async def test_a_permanent_refusal_of_a_step_fails_the_run_naming_the_step(
         env: WorkflowEnvironment, fault: str, where: str, message: str, last_calls: list[str],
         jobs: list[str]) -> None:
     refusal = ApplicationError(message, type="KubernetesForbidden", non_retryable=True)
-    cluster = FakeCluster(resolved_run(), **{fault: refusal})
+    cluster = FakeCluster(resolved_run(), fail_create=refusal if fault == "fail_create" else None,
+                          fail_observe=refusal if fault == "fail_observe" else None)
     result = await _run(env, cluster)
     assert result.phase == "Failed"
     assert result.error == f"{where}: {message}"
