@@ -36,29 +36,6 @@ EVENT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coeffic
 EVENT_CALL = timedelta(seconds=10)
 EVENT_BUDGET = timedelta(hours=1)
 
-
-
-async def step(fn: Callable[[S, A], Awaitable[R]], arg: A, summary: str, *, long: bool = False,
-               local: bool = False) -> R:
-    """A run's step: one activity, retried while its failure is transient (KUBE_RETRY), each attempt within
-    KUBE_CALL and all of them within KUBE_STEP (CLEANUP_STEP when `long`). `local`: a read with no effect, run
-    as a local activity inside the current workflow task."""
-    schedule_to_close = CLEANUP_STEP if long else KUBE_STEP
-    if not local:
-        return await workflow.execute_activity_method(fn, arg, summary=summary, start_to_close_timeout=KUBE_CALL,
-                                                      schedule_to_close_timeout=schedule_to_close,
-                                                      retry_policy=KUBE_RETRY)
-    try:
-        return await workflow.execute_local_activity_method(fn, arg, summary=summary, start_to_close_timeout=KUBE_CALL,
-                                                            schedule_to_close_timeout=schedule_to_close,
-                                                            retry_policy=KUBE_RETRY)
-    except ApplicationError as e:
-        # A local activity's own permanent failure arrives unwrapped: the run sees the same ActivityError (the
-        # step's error as its cause) whichever way the step ran.
-        raise ActivityError(e.message, scheduled_event_id=0, started_event_id=0, identity="",
-                            activity_type=getattr(fn, "__name__", ""), activity_id="", retry_state=None) from e
-
-
 # Extra time after the agent's own deadline before the workflow stops waiting for the Job.
 AGENT_DEADLINE_GRACE = timedelta(seconds=30)
 
@@ -88,3 +65,24 @@ SLOT_CHECK_STEP = timedelta(minutes=1)
 # With no holder and no waiter for this long, an Agent's slots workflow ends (the next run starts
 # a new one).
 SLOTS_IDLE = timedelta(minutes=5)
+
+
+async def step(fn: Callable[[S, A], Awaitable[R]], arg: A, summary: str, *, long: bool = False,
+               local: bool = False) -> R:
+    """A run's step: one activity, retried while its failure is transient (KUBE_RETRY), each attempt within
+    KUBE_CALL and all of them within KUBE_STEP (CLEANUP_STEP when `long`). `local`: a read with no effect, run
+    as a local activity inside the current workflow task."""
+    schedule_to_close = CLEANUP_STEP if long else KUBE_STEP
+    if not local:
+        return await workflow.execute_activity_method(fn, arg, summary=summary, start_to_close_timeout=KUBE_CALL,
+                                                      schedule_to_close_timeout=schedule_to_close,
+                                                      retry_policy=KUBE_RETRY)
+    try:
+        return await workflow.execute_local_activity_method(fn, arg, summary=summary, start_to_close_timeout=KUBE_CALL,
+                                                            schedule_to_close_timeout=schedule_to_close,
+                                                            retry_policy=KUBE_RETRY)
+    except ApplicationError as e:
+        # A local activity's own permanent failure arrives unwrapped: the run sees the same ActivityError (the
+        # step's error as its cause) whichever way the step ran.
+        raise ActivityError(e.message, scheduled_event_id=0, started_event_id=0, identity="",
+                            activity_type=getattr(fn, "__name__", ""), activity_id="", retry_state=None) from e
