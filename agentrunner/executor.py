@@ -14,8 +14,8 @@ The control plane's part (this is the interface; keep it stable)
   ``/workspace``), ``sandbox`` (the sandbox sidecar when ``sandbox.enabled``), ``<pack>`` (a SkillPack's sidecar;
   the pack's name).
 - Each such container's ``command`` is ``wrap(target, argv)``: the executor for ``target`` and, when ``argv`` is
-  non-empty, the container's original command, which keeps running as the container's main process (its exit
-  ends the container as before; the executor serves beside it). With an empty ``argv`` the executor is the main
+  non-empty, the container's original command, which keeps running as before: the script starts it, passes
+  SIGTERM and SIGINT on to it, and exits with its exit code when it ends (the executor serves beside it). With an empty ``argv`` the executor is the main
   process (a ``tools`` container), and it ends on SIGTERM at once. Run them as native sidecars (init containers
   with ``restartPolicy: Always``) so the Job completes when the agent ends.
 - The agent container's env: ``EXEC_TARGETS`` (comma list of the targets above), ``EXEC_DEFAULT_TARGET`` (where a
@@ -117,8 +117,16 @@ serve() {
 
 echo "agentrun-exec[$(basename "$d")]: serving $q" >&2
 if [ "$#" -gt 0 ]; then
-  serve &
-  exec "$@"
+  serve & s=$!
+  "$@" & c=$!
+  trap 'kill -TERM "$c" 2>/dev/null' TERM
+  trap 'kill -INT "$c" 2>/dev/null' INT
+  while :; do
+    wait "$c"; r=$?
+    kill -0 "$c" 2>/dev/null || break
+  done
+  kill "$s" 2>/dev/null
+  exit "$r"
 fi
 trap 'exit 0' TERM INT
 serve

@@ -8,7 +8,7 @@ goes on.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any]
-    run: Callable[[dict[str, Any]], Awaitable[str]]
+    run: Callable[[dict[str, Any]], Coroutine[Any, Any, str]]
     # Safe to run again after a crash left its result unrecorded (journal.py): it changes nothing.
     read_only: bool = False
     kind: str = "builtin"  # builtin | sidecar | mcp

@@ -101,6 +101,7 @@ class Executor:
         rid = secrets.token_hex(8)
         req = base / rid
         loop = asyncio.get_running_loop()
+        queue = await self._ready(base, target)
         try:
             timeout = seconds
             os.mkdir(req, 0o770)
@@ -113,10 +114,15 @@ class Executor:
             os.mkfifo(req / "reply", 0o660)
             os.chmod(req / "reply", 0o660)
         except OSError as exc:
+            os.close(queue)
+            shutil.rmtree(req, ignore_errors=True)
             raise ToolError(f"cannot reach the {target!r} container's executor ({base}): {exc.strerror}") from None
         reply = os.open(req / "reply", os.O_RDWR | os.O_NONBLOCK)  # read-write: never end-of-file, no busy loop
         try:
-            await self._submit(base, target, rid)
+            try:
+                os.write(queue, f"{rid}\n".encode())  # under PIPE_BUF: one atomic line among concurrent writers
+            finally:
+                os.close(queue)
             done: asyncio.Future[None] = loop.create_future()
             loop.add_reader(reply, lambda: None if done.done() else done.set_result(None))
             try:
@@ -131,13 +137,14 @@ class Executor:
             os.close(reply)
             shutil.rmtree(req, ignore_errors=True)
 
-    async def _submit(self, base: Path, target: str, rid: str) -> None:
-        """Write the request's id to the target's FIFO, waiting (with a deadline) for its executor to come up."""
+    async def _ready(self, base: Path, target: str) -> int:
+        """The target's request FIFO, open for writing: waits (with a deadline) for its executor to come up. Only
+        this wait polls, and only while a container is starting."""
         deadline = time.monotonic() + self.start_timeout
         pause = START_POLL_SECONDS[0]
         while True:
             try:
-                fd = os.open(base / REQUESTS, os.O_WRONLY | os.O_NONBLOCK)
+                return os.open(base / REQUESTS, os.O_WRONLY | os.O_NONBLOCK)
             except OSError as exc:
                 if exc.errno not in (errno.ENXIO, errno.ENOENT):
                     raise ToolError(f"cannot reach the {target!r} container's executor: {exc.strerror}") from None
@@ -146,12 +153,6 @@ class Executor:
                                     f"{self.start_timeout:g}s") from None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, START_POLL_SECONDS[1])
-                continue
-            try:
-                os.write(fd, f"{rid}\n".encode())
-            finally:
-                os.close(fd)
-            return
 
 
 def _read_head(path: Path) -> tuple[str, int]:
