@@ -96,4 +96,4 @@ class EchoProvider:
 
 
 def _result_line(r: ToolResult) -> str:
-    return f"tool {r.name} ({r.status}): {r.content}"
+    return f"tool {r.name} ({r.status}): {r.content.rstrip()}"

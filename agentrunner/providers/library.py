@@ -145,7 +145,10 @@ def to_response(turn: ModelTurn) -> ModelResponse:
 
 def from_response(response: ModelResponse) -> ModelTurn:
     text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
-    calls = [ToolCall(p.tool_call_id, p.tool_name, p.args_as_json_str() if p.args is not None else "{}")
+    # The arguments exactly as the model wrote them (pydantic-ai would wrap text that is not JSON), so the loop can
+    # tell the model what was wrong with them.
+    calls = [ToolCall(p.tool_call_id, p.tool_name,
+                      p.args if isinstance(p.args, str) else json.dumps(p.args if p.args is not None else {}))
              for p in response.parts if isinstance(p, ToolCallPart)]
     u = response.usage
     usage = Usage(int(u.input_tokens or 0), int(u.output_tokens or 0), int(u.cache_read_tokens or 0))
