@@ -191,7 +191,8 @@ def html_to_text(text: str) -> str:
     parser = _Text()
     parser.feed(text)
     joined = "".join(parser.out)
-    return re.sub(r"\n\s*\n\s*\n+", "\n\n", re.sub(r"[ \t]+", " ", joined)).strip()
+    text = re.sub(r" *\n *", "\n", re.sub(r"[ \t]+", " ", joined))
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
 def fetch_tool(fetcher: Fetcher) -> Tool:
