@@ -139,6 +139,8 @@ def watch_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
         last = r
 
     show(run)
+    if (run.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return 0  # it has ended: nothing will change any more (kubectl would wait for a change that never comes)
     for event, obj in _watch_one(s, ns, name, run):
         if event == "DELETED":
             print(f"agentrun/{name} deleted", flush=True)

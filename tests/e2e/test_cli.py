@@ -116,7 +116,8 @@ def spawn() -> Iterator[Callable[[list[str]], Lines]]:
         p.kill()
 
 
-def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path: Path) -> None:
+def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path: Path,
+                                                             spawn: Callable[[list[str]], Lines]) -> None:
     manifest = tmp_path / "run.yaml"
     manifest.write_text(yaml.safe_dump_all([agent(), agent_run("plain", task="hello cli", cleanup="keep")]))
     code, out, err = cli("apply", "-f", str(manifest), "--wait", "--timeout", "120")
@@ -146,6 +147,10 @@ def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path:
         as_yaml = yaml.safe_load(cli(*args)[1])
         assert (as_yaml["kind"], as_yaml["metadata"]["uid"], as_yaml["spec"]) == ("AgentRun", got["metadata"]["uid"],
                                                                                  got["spec"])
+    # get -w of a run that has ended: its row, then the command returns (there is nothing left to wait for).
+    watched = spawn(["get", "plain", "-w", "-n", cli.namespace, "--state-dir", str(cli.state_dir)])
+    assert watched.wait_exit(timeout=30) == 0, watched.lines
+    assert [line.split()[:3] for line in watched.lines] == [["NAME", "AGENT", "PHASE"], ["plain", "helper", "Succeeded"]]
     # logs: the agent's output, also when following a pod that has ended.
     for follow in ([], ["-f"]):
         code, out, err = cli("logs", "plain", *follow)
