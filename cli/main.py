@@ -209,12 +209,17 @@ def config_command(target: Target) -> int:
 @click.option("--wait", is_flag=True, help="follow each AgentRun until it ends: a live status line per run (phase, "
                                            "gate, elapsed), the approve command when a gate waits, then the result")
 @click.option("--timeout", type=float, default=600, show_default=True, help="seconds --wait waits")
-def apply_command(target: Target, files: tuple[Path, ...], wait: bool, timeout: float) -> int:
-    """Create Agents, AgentRuns and other objects from YAML.
+@click.option("--force-conflicts", is_flag=True, help="take over fields another field manager owns (as kubectl apply "
+                                                      "--server-side --force-conflicts)")
+def apply_command(target: Target, files: tuple[Path, ...], wait: bool, timeout: float, force_conflicts: bool) -> int:
+    """Apply Agents, policies, schedules, packs and other objects from YAML, and create AgentRuns.
 
-    A Kubernetes write, declarative as `kubectl apply`: it acts as your kubeconfig's user (the admission webhook
-    stamps that user as a run's creator), not through the API. `agentrun run` creates a run through the API."""
-    return follow.apply(session(target), list(files), target.ns, wait=wait, timeout=timeout)
+    A Kubernetes write, declarative as `kubectl apply`: server-side apply (field manager `agentrun`) with strict field
+    validation, as your kubeconfig's user (the admission webhook stamps that user as a run's creator), not through
+    the API. An existing AgentRun is left as it is: `unchanged` when the file asks for what it has, refused when the
+    file changes its spec (a run executes once). `agentrun run` creates a run through the API."""
+    return follow.apply(session(target), list(files), target.ns, wait=wait, timeout=timeout,
+                        force_conflicts=force_conflicts)
 
 
 @cli.command("list")

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -20,8 +21,11 @@ from click.testing import CliRunner
 
 from cli.main import cli as cli_group
 from cli.main import main as agentrun
-from tests.e2e.conftest import API_TOKENS, Stack, agent, agent_run
+from tests.e2e.conftest import API_TOKENS, QUIET_CRON, Stack, agent, agent_run
+from tests.e2e.test_gate_authority import authority_api, protected
 from tests.waiting import wait_for
+
+__all__ = ["authority_api", "protected"]  # fixtures: the API process and its webhooks registered for the namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 ALICE = next(t for t, who in API_TOKENS.items() if who == "alice@example.com")
@@ -230,3 +234,74 @@ def test_run_and_delete_go_through_the_api(cli: Cli, stack: Stack, namespace: st
     assert code == 1 and 'agent "nobody" not found' in err and err.count("\n") == 1
     code, _, err = cli("delete", name, "--token", "wrong-token")
     assert code == 1 and err.startswith(f"agentrun/{name}: refused: ") and err.count("\n") == 1, err
+
+
+def test_apply_applies_edits_refuses_unknown_fields_prints_warnings_and_goes_on_after_a_bad_document(
+        cli: Cli, stack: Stack, protected: str, tmp_path: Path) -> None:
+    """`apply` is kubectl's: an edit of an Agent, a policy or a schedule is applied (server-side apply), a misspelt
+    field is refused naming it, the admission webhook's warnings are printed as kubectl prints them, a bad document
+    is one line and the documents after it are applied, and an existing run is left as it is, saying so."""
+    ns = protected
+
+    def write(*docs: dict[str, Any]) -> str:
+        path = tmp_path / f"f{len(list(tmp_path.iterdir()))}.yaml"
+        path.write_text(yaml.safe_dump_all(docs))
+        return str(path)
+
+    helper: dict[str, Any] = {**agent(), "spec": {**agent()["spec"], "systemPrompt": "Be brief."}}
+    team: dict[str, Any] = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "SympoziumPolicy", "metadata": {"name": "team"},
+            "spec": {"subagentPolicy": {"maxDepth": 2}}}
+    nightly: dict[str, Any] = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "SympoziumSchedule", "metadata": {"name": "nightly"},
+               "spec": {"agentRef": "helper", "schedule": QUIET_CRON, "task": "report", "firstTick": "afterInterval"}}
+    kinds = ["agent/helper", "sympoziumpolicy/team", "sympoziumschedule/nightly"]
+    code, out, err = cli("apply", "-f", write(helper, team, nightly))
+    assert (code, out.splitlines()) == (0, [f"{k} created" for k in kinds]), err
+    # Edited: each change reaches the cluster.
+    helper["spec"]["systemPrompt"] = "Be thorough."
+    team["spec"]["subagentPolicy"]["maxDepth"] = 3
+    nightly["spec"]["task"] = "report, with costs"
+    edited = write(helper, team, nightly)
+    code, out, err = cli("apply", "-f", edited)
+    assert (code, out.splitlines()) == (0, [f"{k} configured" for k in kinds]), err
+
+    def stored(plural: str, name: str) -> dict[str, Any]:
+        obj: Any = stack.custom.get_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, plural, name)
+        return dict(obj["spec"])
+
+    assert stored("agents", "helper")["systemPrompt"] == "Be thorough."
+    assert stored("sympoziumpolicies", "team")["subagentPolicy"]["maxDepth"] == 3
+    assert stored("sympoziumschedules", "nightly")["task"] == "report, with costs"
+    code, out, err = cli("apply", "-f", edited)
+    assert (code, out.splitlines()) == (0, [f"{k} unchanged" for k in kinds]), err
+    # A misspelt field is refused, naming it: one line, nothing created.
+    misspelt = agent_run("typo")
+    misspelt["spec"]["taks"] = misspelt["spec"].pop("task")
+    code, out, err = cli("apply", "-f", write(misspelt))
+    assert (code, out) == (1, "") and err.count("\n") == 1 and 'unknown field "spec.taks"' in err, err
+    assert stack.get_run(ns, "typo") is None
+    # The webhook's warnings, as kubectl prints them.
+    warned = agent_run("dry", dryRun=True)
+    code, out, err = cli("apply", "-f", write(warned))
+    assert (code, out) == (0, "agentrun/dry created\n"), err
+    assert [line for line in err.splitlines() if line.startswith("Warning: spec.dryRun: has no effect here")], err
+    # A document without apiVersion and one of a kind the cluster does not serve: a line each, then the next one.
+    nameless = {"kind": "Agent", "metadata": {"name": "x"}}
+    unknown = {**agent("y"), "kind": "Agnet"}
+    bad = write(nameless, unknown, agent("second"))
+    code, out, err = cli("apply", "-f", bad)
+    assert (code, out) == (1, "agent/second created\n"), err
+    assert err.splitlines() == [
+        f"{bad} (document 1): no apiVersion (every object needs apiVersion and kind, e.g. apiVersion: "
+        "sympozium.ai/v1alpha1)",
+        f'{bad} (document 2): the cluster serves no kind "Agnet" in sympozium.ai/v1alpha1 (it serves: Agent, '
+        "AgentRun, Ensemble, Model, PersonaPack, SkillPack, SympoziumInstance, SympoziumPolicy, SympoziumSchedule)"]
+    # An existing run does not stop the documents after it: unchanged when the file asks for what it has ...
+    code, out, err = cli("apply", "-f", write(warned, agent("third")))
+    assert (code, out) == (0, "agentrun/dry unchanged\nagent/third created\n"), err
+    # ... and refused, saying why, when the file would change it.
+    changed = agent_run("dry", task="another task", dryRun=True)
+    again = write(changed, agent("fourth"))
+    code, out, err = cli("apply", "-f", again)
+    assert (code, out) == (1, "agent/fourth created\n"), err
+    assert err.startswith(f"{again} (document 1): agentrun/dry: exists with another spec.task: a run executes once")
+    assert err.count("\n") == 1 and (stack.get_run(ns, "dry") or {})["spec"]["task"] == "hello"
