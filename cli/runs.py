@@ -20,6 +20,7 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.config import ConfigException
 
+from models import run_logs
 from models.agentrun import TERMINAL_PHASES
 from models.kube import Gone, NotFound, typed_errors
 from models.names import (
@@ -261,8 +262,13 @@ def logs(s: Session, ns: str, name: str, hook: str | None, attempt: int | None =
     job, container = _log_source(run, name, hook, attempt)
     pod = _pod(s, ns, job, run, wait=wait if follow_log else 0)
     if pod is None:
-        raise CliError(f"no pod for Job {job} (it may not have started, or was cleaned up: use cleanup: keep to "
-                       "retain it)")
+        # Cleaned up: the tail the worker kept of the log before it deleted the Jobs (models/run_logs.py).
+        kept = _kept_log(s, ns, run, job, container)
+        if kept is None:
+            raise CliError(f"no pod for Job {job} and no log kept of it (it may not have started, or was cleaned up "
+                           "without keeping logs)")
+        print(kept, end="" if kept.endswith("\n") or not kept else "\n")
+        return 0
     action = f"read log of {pod}/{container}"
     if not follow_log:
         with typed_errors(action):
@@ -279,6 +285,17 @@ def logs(s: Session, ns: str, name: str, hook: str | None, attempt: int | None =
         finally:
             resp.release_conn()
     return 0
+
+
+def _kept_log(s: Session, ns: str, run: dict[str, Any], job: str, container: str) -> str | None:
+    meta = run.get("metadata") or {}
+    try:
+        with typed_errors(f"read the kept logs of AgentRun {ns}/{meta.get('name')}"):
+            cm: Any = s.core.read_namespaced_config_map(run_logs.logs_name(str(meta.get("name"))), ns)
+    except NotFound:
+        return None
+    return run_logs.kept_log(s.api.sanitize_for_serialization(cm), run_uid=str(meta.get("uid") or ""), job=job,
+                             container=container)
 
 
 def _log_source(run: dict[str, Any], name: str, hook: str | None, attempt: int | None) -> tuple[str, str]:

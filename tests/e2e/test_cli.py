@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from cli.main import cli as cli_group
 from cli.main import main as agentrun
-from tests.e2e.conftest import API_TOKENS, QUIET_CRON, Stack, agent, agent_run
+from tests.e2e.conftest import API_TOKENS, QUIET_CRON, Stack, agent, agent_run, hook
 from tests.e2e.test_gate_authority import authority_api, protected
 from tests.waiting import wait_for
 
@@ -305,3 +306,31 @@ def test_apply_applies_edits_refuses_unknown_fields_prints_warnings_and_goes_on_
     assert (code, out) == (1, "agent/fourth created\n"), err
     assert err.startswith(f"{again} (document 1): agentrun/dry: exists with another spec.task: a run executes once")
     assert err.count("\n") == 1 and (stack.get_run(ns, "dry") or {})["spec"]["task"] == "hello"
+
+
+def test_logs_of_the_agent_and_each_hook_stay_readable_after_the_cleanup_deleted_the_pods(
+        cli: Cli, stack: Stack, namespace: str, api_server: str, tmp_path: Path) -> None:
+    """The cleanup keeps the tail of each container's log in the run's ConfigMap before it deletes the Jobs: `agentrun
+    logs` and the API (the console's logs) read it once the pods are gone, for as long as the run exists."""
+    lifecycle = {"preRun": [hook("fetch", "echo 'fetched the context'")],
+                 "postRun": [hook("report", "echo \"reported: $AGENT_EXIT_CODE\"")]}
+    manifest = tmp_path / "kept.yaml"
+    manifest.write_text(yaml.safe_dump_all([agent(), agent_run("kept", task="keep my logs", lifecycle=lifecycle)]))
+    code, out, err = cli("apply", "-f", str(manifest), "--wait", "--timeout", "120")
+    assert code == 0 and "agentrun/kept: Succeeded" in out, out + err
+    stack.wait_gone(namespace, "kept", kinds=("jobs", "pods"))
+    expected = {None: "echo: keep my logs", "fetch": "fetched the context\n", "report": "reported: 0\n"}
+    for hook_name, text in expected.items():
+        code, out, err = cli("logs", "kept", *(["--hook", hook_name] if hook_name else []))
+        assert code == 0 and text in out, (hook_name, out, err)
+        with httpx.Client(base_url=api_server, headers={"Authorization": f"Bearer {ALICE}"}, timeout=30) as api:
+            got = api.get("/api/v1/runs/kept/logs", params={"namespace": namespace, **({"hook": hook_name} if hook_name
+                                                                                        else {})})
+        assert got.status_code == 200 and text in got.text, (hook_name, got.text)
+    # Owned by the run: it goes with it.
+    run = stack.get_run(namespace, "kept") or {}
+    kept = stack.core.read_namespaced_config_map("kept-logs", namespace)
+    assert [o.uid for o in kept.metadata.owner_references] == [run["metadata"]["uid"]]
+    assert cli("delete", "kept")[0] == 0
+    wait_for(lambda: not [c for c in stack.core.list_namespaced_config_map(namespace).items
+                          if c.metadata.name == "kept-logs"], timeout=30, what="the kept logs to go with the run")
