@@ -110,6 +110,48 @@ def list_runs(s: Session, namespace: str | None, *, fmt: str, awaiting_approval:
     return 0
 
 
+AGENT_HEADER = ("NAME", "MODEL", "PROVIDER", "POLICY", "AGE")
+AGENT_WIDE = ("KIND", "HOOKS", "SKILLS")
+
+
+def agent_row(obj: dict[str, Any], *, wide: bool = False, namespace: bool = False) -> tuple[str, ...]:
+    """An Agent (either shape: spec.agents.default and authRefs, or a SympoziumInstance's spec.provider) as a row."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    default = (spec.get("agents") or {}).get("default") or {}
+    legacy = spec.get("provider") or {}
+    refs = spec.get("authRefs") or []
+    model = str(default.get("model") or legacy.get("model") or "")
+    provider = str((refs[0].get("provider") if refs and isinstance(refs[0], dict) else "") or legacy.get("name") or "")
+    policy = spec.get("policyRef") or spec.get("policy") or ""
+    out: tuple[str, ...] = (str(meta.get("name", "")), model, provider, str(policy if isinstance(policy, str) else ""),
+                            output.age(meta.get("creationTimestamp")))
+    if namespace:
+        out = (str(meta.get("namespace", "")), *out)
+    if wide:
+        lifecycle = default.get("lifecycle") or {}
+        hooks = [str(h.get("name")) for phase in ("preRun", "postRun") for h in lifecycle.get(phase) or []
+                 if isinstance(h, dict)]
+        skills = [str(k if isinstance(k, str) else (k or {}).get("skillPackRef") or "") for k in spec.get("skills") or []]
+        out += (str(obj.get("kind", "")), ",".join(hooks), ",".join(k for k in skills if k))
+    return out
+
+
+def list_agents(s: Session, namespace: str | None, *, fmt: str) -> int:
+    items: list[dict[str, Any]] = []
+    for plural in (AGENTS, "sympoziuminstances"):
+        with typed_errors(f"list {plural} in {namespace or 'all namespaces'}"):
+            got = (s.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural) if namespace
+                   else s.custom.list_cluster_custom_object(GROUP, VERSION, plural))
+        items += cast(dict[str, Any], got).get("items", [])
+    if fmt in ("json", "yaml"):
+        output.items(items, fmt)
+        return 0
+    wide, every = fmt == "wide", namespace is None
+    output.table((("NAMESPACE",) if every else ()) + AGENT_HEADER + (AGENT_WIDE if wide else ()),
+                 [agent_row(a, wide=wide, namespace=every) for a in items])
+    return 0
+
+
 def get_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
     run = s.run(ns, name)
     if fmt in ("json", "yaml"):

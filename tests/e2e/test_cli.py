@@ -306,6 +306,12 @@ def test_apply_applies_edits_refuses_unknown_fields_prints_warnings_and_goes_on_
     assert (code, out) == (1, "agent/fourth created\n"), err
     assert err.startswith(f"{again} (document 1): agentrun/dry: exists with another spec.task: a run executes once")
     assert err.count("\n") == 1 and (stack.get_run(ns, "dry") or {})["spec"]["task"] == "hello"
+    # agentrun agents lists them, with their model and provider.
+    code, out, err = cli("agents")
+    header, *rows = out.splitlines()
+    assert code == 0 and header.split() == ["NAME", "MODEL", "PROVIDER", "POLICY", "AGE"], out + err
+    assert sorted(r.split()[:3] for r in rows) == [[n, "echo-1", "echo"] for n in ("fourth", "helper", "second",
+                                                                                    "third")]
 
 
 def test_logs_of_the_agent_and_each_hook_stay_readable_after_the_cleanup_deleted_the_pods(
