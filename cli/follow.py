@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
@@ -22,6 +23,7 @@ from kubernetes import watch
 from models.agentrun import TERMINAL_PHASES
 from models.kube import Gone, typed_errors
 from models.names import AGENTRUNS, GROUP, VERSION
+from models.timestamps import parse_rfc3339
 
 from . import apply as applying
 from . import output
@@ -60,11 +62,15 @@ class _Followed:
     deleted: bool = False
     run: dict[str, Any] = field(default_factory=dict)
 
-    def line(self, now: float, started: float) -> str:
+    def line(self, now: float, started: float, wall: datetime | None = None) -> str:
+        """The run's status line; the time is the run's age (since its creation, as `get`'s AGE), or, before its
+        object is seen, how long it has been waited for."""
         gate = f"  gate {self.gate}" if self.gate else ""
         attempt = f"  attempt {self.attempt}" if self.attempt and self.attempt != "1" else ""
+        created = parse_rfc3339((self.run.get("metadata") or {}).get("creationTimestamp"))
+        seconds = ((wall or datetime.now(UTC)) - created).total_seconds() if created is not None else now - started
         return (f"agentrun/{self.name}: {self.phase or 'waiting to start'}{gate}{attempt}  "
-                f"{output.elapsed(now - started)}")
+                f"{output.elapsed(max(seconds, 0))}")
 
 
 def follow(s: Session, runs: list[tuple[str, str]], *, timeout: float) -> dict[str, str]:

@@ -76,21 +76,45 @@ class Session:
 # -- rows ---------------------------------------------------------------------------------------------------------
 
 HEADER = ("NAME", "AGENT", "PHASE", "GATE", "AGE")
-WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CREATED BY")
+WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CREATED BY", "ERROR")
+ERROR_CHARS = 80  # of the error in a wide row (get -o yaml shows it whole)
 
 
-def row(run: dict[str, Any], *, wide: bool = False, namespace: bool = False) -> tuple[str, ...]:
+def row(run: dict[str, Any], *, wide: bool = False, namespace: bool = False,
+        models: dict[tuple[str, str], str] | None = None) -> tuple[str, ...]:
+    """A run as a row; `models`: (namespace, Agent) -> the Agent's model, for runs that name none themselves."""
     meta, spec, st = run.get("metadata") or {}, run.get("spec") or {}, run.get("status") or {}
     gate = st.get("gate") or {}
-    out: tuple[str, ...] = (meta.get("name", ""), str(spec.get("agentRef", "")), st.get("phase") or "",
+    agent = str(spec.get("agentRef") or spec.get("instanceRef") or "")
+    out: tuple[str, ...] = (meta.get("name", ""), agent, st.get("phase") or "",
                             gate.get("state") or "", output.age(meta.get("creationTimestamp")))
     if namespace:
         out = (meta.get("namespace", ""), *out)
     if wide:
         usage = st.get("tokenUsage") or {}
-        out += (str((spec.get("model") or {}).get("model") or ""), str(st.get("attempt") or ""),
+        model = (spec.get("model") or {}).get("model") or (spec.get("model") or {}).get("name") \
+            or (models or {}).get((str(meta.get("namespace") or ""), agent), "")
+        error = str(st.get("error") or "").strip().split("\n")[0]
+        out += (str(model), str(st.get("attempt") or ""),
                 gate.get("decidedBy") or "", str(usage.get("totalTokens") or ""),
-                (meta.get("annotations") or {}).get("agentrun.dev/created-by", ""))
+                (meta.get("annotations") or {}).get("agentrun.dev/created-by", ""),
+                error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS - 1] + "…")
+    return out
+
+
+def agent_models(s: Session, namespace: str | None) -> dict[tuple[str, str], str]:
+    """(namespace, name) -> model of every Agent (either shape) where the runs are: a run that names no model runs
+    its Agent's."""
+    out: dict[tuple[str, str], str] = {}
+    for plural in (AGENTS, "sympoziuminstances"):
+        with typed_errors(f"list {plural} in {namespace or 'all namespaces'}"):
+            got = (s.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural) if namespace
+                   else s.custom.list_cluster_custom_object(GROUP, VERSION, plural))
+        for a in cast(dict[str, Any], got).get("items", []):
+            meta = a.get("metadata") or {}
+            model = agent_row(a)[1]
+            if model:
+                out.setdefault((str(meta.get("namespace") or ""), str(meta.get("name") or "")), model)
     return out
 
 
@@ -106,7 +130,9 @@ def list_runs(s: Session, namespace: str | None, *, fmt: str, awaiting_approval:
         output.items(items, fmt)
         return 0
     wide, every = fmt == "wide", namespace is None
-    output.table(header(wide=wide, namespace=every), [row(r, wide=wide, namespace=every) for r in items])
+    models = agent_models(s, namespace) if wide else None
+    output.table(header(wide=wide, namespace=every), [row(r, wide=wide, namespace=every, models=models)
+                                                      for r in items])
     return 0
 
 
@@ -157,7 +183,8 @@ def get_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
     if fmt in ("json", "yaml"):
         output.document(run, fmt)
     else:
-        output.table(header(wide=fmt == "wide"), [row(run, wide=fmt == "wide")])
+        wide = fmt == "wide"
+        output.table(header(wide=wide), [row(run, wide=wide, models=agent_models(s, ns) if wide else None)])
     return 0
 
 
@@ -166,6 +193,7 @@ def watch_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
     deleted."""
     run = s.run(ns, name)
     wide = fmt == "wide"
+    models = agent_models(s, ns) if wide else None
     printer = _RowPrinter(header(wide=wide))
     last: tuple[str, ...] | None = None
 
@@ -175,7 +203,7 @@ def watch_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
             print(*([yaml.safe_dump(obj, sort_keys=False).rstrip(), "---"] if fmt == "yaml"
                     else [json.dumps(obj)]), sep="\n", flush=True)
             return
-        r = row(obj, wide=wide)
+        r = row(obj, wide=wide, models=models)
         # AGE moves on its own: a row is printed when anything else changes.
         if last is None or r[:4] + r[5:] != last[:4] + last[5:]:
             printer.print(r)

@@ -143,7 +143,10 @@ def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path:
     assert header.split() == ["NAME", "AGENT", "PHASE", "GATE", "AGE"] and row.split()[:3] == [
         "plain", "helper", "Succeeded"]
     assert cli("list", "-o", "wide")[1].splitlines()[0].split()[5:] == ["MODEL", "ATTEMPT", "DECIDED", "BY",
-                                                                        "TOKENS", "CREATED", "BY"]
+                                                                        "TOKENS", "CREATED", "BY", "ERROR"]
+    # The run names no model: it runs its Agent's, which the wide row shows.
+    header, wide_row = cli("list", "-o", "wide")[1].splitlines()
+    assert columns(header, wide_row)["MODEL"] == "echo-1"
     # get: the object, as JSON or YAML (the default).
     code, out, _ = cli("get", "plain", "-o", "json")
     got = json.loads(out)
@@ -171,6 +174,9 @@ def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path:
         assert (code, out) == (1, "") and err == f'agentrun: agentrun/ghost: not found in namespace "{cli.namespace}"\n'
     code, _, err = cli("logs", "plain", "--hook", "nope")
     assert code == 1 and "has no hook 'nope'" in err
+    # approve of a run that never had a gate says so (not only that it has ended).
+    code, _, err = cli("approve", "plain")
+    assert (code, err) == (1, "agentrun/plain: refused: the run has no gate (no postRun hook with gate: true)\n")
 
 
 def test_get_watch_shows_the_phase_change_and_approve_is_recorded_as_the_tokens_identity(
