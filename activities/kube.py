@@ -580,8 +580,30 @@ class KubeActivities:
     @activity.defn
     @kube_activity
     async def delete_job(self, req: DeleteJob) -> None:
+        """Stop a Job (a timeout, a verdict given while the gate hook still runs): its pods go with it, so the tail of
+        their logs is kept first, as the cleanup keeps the others'."""
+        try:
+            await self._keep_stopped_logs(req.job)
+        except Exception:  # a log is never worth a step that fails and retries
+            activity.logger.exception("the logs of Job %s/%s are not kept", req.job.namespace, req.job.name)
         await self._delete(self.batch.delete_namespaced_job, req.job.name, req.job.namespace,
                            propagation="Foreground" if req.foreground else "Background", uid=req.job.uid)
+
+    async def _keep_stopped_logs(self, job: JobRef) -> None:
+        """The run a Job belongs to is in its labels (the shared view's copy, else read)."""
+        if self.keep_log_bytes <= 0 or not job.labelled:
+            return
+        obj = self.informer.job(job.uid) if self.informer is not None else None
+        if obj is None:
+            try:
+                obj = await self._call(self.batch.read_namespaced_job, job.name, job.namespace,
+                                       action=f"read Job {job.name}")
+            except NotFound:
+                return
+        labels = obj.metadata.labels or {}
+        run, uid = labels.get(LABEL_RUN), labels.get(LABEL_RUN_UID)
+        if run and uid and obj.metadata.uid == job.uid:
+            await self._keep_logs(RunRef(namespace=job.namespace, name=run, uid=uid), [job])
 
     async def _delete(self, fn: Callable[..., Any], name: str, ns: str, *, propagation: str = "Background",
                       uid: str | None = None) -> None:
@@ -742,7 +764,7 @@ class KubeActivities:
             else:
                 # Before the Jobs go (their pods with them): the run is not being deleted, so its logs outlive them.
                 try:
-                    await self._keep_logs(req)
+                    await self._keep_logs(req.ref, req.jobs)
                 except Exception:  # a log is never worth a cleanup that fails and retries: the finalizer must go
                     activity.logger.exception("the logs of AgentRun %s/%s are not kept", ns, name)
             if not req.kill and not req.keep_jobs:
@@ -769,16 +791,16 @@ class KubeActivities:
         await self._release(req.ref)
         return published
 
-    async def _keep_logs(self, req: CleanUp) -> None:
-        """The tail of each container's log of the run's Jobs (the agent's, each hook's, every attempt) in the
-        ConfigMap `<run>-logs`, owned by the run (models/run_logs.py). Best effort: a log that cannot be read is left
-        out, and a ConfigMap that cannot be written is a warning; the cleanup goes on either way (its finalizer must
-        never stay for a log). A retried cleanup finds its ConfigMap there and leaves it."""
-        if self.keep_log_bytes <= 0 or not req.jobs:
+    async def _keep_logs(self, ref: RunRef, jobs: list[JobRef]) -> None:
+        """The tail of each container's log of `jobs` (the agent's, each hook's, every attempt) in the run's ConfigMap
+        `<run>-logs`, owned by the run (models/run_logs.py): made by the first step that keeps logs, added to by the
+        next (a Job stopped early, then the cleanup). Best effort: a log that cannot be read is left out, and a
+        ConfigMap that cannot be written is a warning; the step goes on either way."""
+        if self.keep_log_bytes <= 0 or not jobs:
             return
-        ns, name, uid = req.ref.namespace, req.ref.name, req.ref.uid
+        ns, name, uid = ref.namespace, ref.name, ref.uid
         wanted: list[tuple[str, str, str]] = []  # (key, pod, container)
-        for job in req.jobs:
+        for job in jobs:
             try:
                 pod = await self._pod(job, over=False)
             except KubeError as e:
@@ -805,11 +827,22 @@ class KubeActivities:
         if not logs:
             return
         body = run_logs.manifest(namespace=ns, run=name, uid=uid, logs=logs)
+        cm = body["metadata"]["name"]
         try:
-            await self._call(self.core.create_namespaced_config_map, ns, body,
-                             action=f"create ConfigMap {body['metadata']['name']}")
+            await self._call(self.core.create_namespaced_config_map, ns, body, action=f"create ConfigMap {cm}")
+            return
         except Conflict:
-            pass  # kept by an earlier try of this step (or a same-named ConfigMap that readers see is not this run's)
+            pass  # made by an earlier step (or try): add these logs to it
+        except KubeError as e:
+            activity.logger.warning("the logs of AgentRun %s/%s are not kept: %s", ns, name, e)
+            return
+        # One JSON patch, no read: its first operation tests that the run owns the ConfigMap (a same-named one of
+        # an earlier run, or of someone else, is left alone).
+        ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": uid}]
+        ops += [{"op": "add", "path": f"/data/{key}", "value": text} for key, text in logs.items()]
+        try:
+            await self._call(self.core.patch_namespaced_config_map, cm, ns, ops,
+                             _content_type="application/json-patch+json", action=f"add logs to ConfigMap {cm}")
         except KubeError as e:
             activity.logger.warning("the logs of AgentRun %s/%s are not kept: %s", ns, name, e)
 

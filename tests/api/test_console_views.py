@@ -137,6 +137,10 @@ def test_a_response_the_gate_held_back_is_not_a_green_success() -> None:
     html = head(rejected)
     assert 'phase-succeeded phase-held" id="phase">Succeeded</span>' in html
     assert '<span class="badge outcome" id="outcome">response rejected</span>' in html
+    detail = templates.get_template("_run_detail.html").render(
+        run=rejected, name="r1", namespace="team", spec=rejected["spec"], st=rejected["status"], row=r, task="do it",
+        timeline=views.timeline(rejected, NOW), hooks=[], last_attempt=1)
+    assert "phase-succeeded phase-held" in detail and 'class="badge phase phase-succeeded"' not in detail
     approved = run(phase="Succeeded", gate={"state": "approved"})
     approved["status"]["gateVerdict"] = "approved"
     assert views.row(approved, NOW).outcome == "" and "outcome" not in head(approved)

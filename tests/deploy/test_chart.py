@@ -40,7 +40,7 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         ("sympozium.ai", "skillpacks", "get"),  # models/skills.py: a run's SkillPacks at start
         ("", "serviceaccounts/token", "create"),  # a SkillPack sidecar's token (activities/skill_manifests.py)
         *(("", "secrets", v) for v in ("create", "delete")),  # ... kept in its per-run Secret (never read)
-        ("", "configmaps", "create"),  # the cleanup's kept logs, <run>-logs (models/run_logs.py)
+        ("", "configmaps", "create"), ("", "configmaps", "patch"),  # kept logs, <run>-logs (models/run_logs.py)
         # worker.grantableRules (default): what lifecycle Roles may grant
         *(("", "configmaps", v) for v in ("get", "list", "create", "patch", "delete")),
     },

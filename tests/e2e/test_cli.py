@@ -346,3 +346,22 @@ def test_logs_of_the_agent_and_each_hook_stay_readable_after_the_cleanup_deleted
     assert cli("delete", "kept")[0] == 0
     wait_for(lambda: not [c for c in stack.core.list_namespaced_config_map(namespace).items
                           if c.metadata.name == "kept-logs"], timeout=30, what="the kept logs to go with the run")
+
+
+def test_the_log_of_a_gate_hook_stopped_by_its_own_verdict_is_kept(cli: Cli, stack: Stack, namespace: str,
+                                                                      tmp_path: Path) -> None:
+    """A gate hook that gives the verdict itself and goes on running is stopped (its pod deleted) as soon as the
+    verdict counts: its log is kept then, before the cleanup."""
+    rbac = [{"apiGroups": ["sympozium.ai"], "resources": ["agentruns"], "verbs": ["get", "patch"]}]
+    script = ("echo 'scanned: clean'; kubectl annotate agentrun \"$AGENT_RUN_ID\" --overwrite "
+              "'sympozium.ai/gate-verdict={\"action\":\"approve\",\"reason\":\"clean\"}'; sleep 60")
+    lifecycle = {"rbac": rbac, "gateTimeout": "5m", "postRun": [hook("scan", script, gate=True)]}
+    manifest = tmp_path / "self-gated.yaml"
+    manifest.write_text(yaml.safe_dump_all([agent(), agent_run("self-gated", lifecycle=lifecycle)]))
+    code, out, err = cli("apply", "-f", str(manifest), "--wait", "--timeout", "120")
+    assert code == 0 and "agentrun/self-gated: Succeeded (gate approved)" in out, out + err
+    stack.wait_gone(namespace, "self-gated", kinds=("jobs", "pods"))
+    code, out, err = cli("logs", "self-gated", "--hook", "scan")
+    assert code == 0 and "scanned: clean" in out, (out, err)
+    code, out, err = cli("logs", "self-gated")
+    assert code == 0 and "echo: hello" in out, (out, err)
