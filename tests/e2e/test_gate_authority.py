@@ -35,8 +35,10 @@ VERDICT, BY = "sympozium.ai/gate-verdict", "sympozium.ai/gate-verdict-by"
 APPROVE = json.dumps({"action": "approve", "reason": "reviewed"})
 # Bearer tokens of this module's API process: identity and groups.
 TOKENS = {"t-alice-authority-01": "alice@example.com", "t-bob-authority-02": "bob@example.com",
-          "t-carol-authority-03": "carol@example.com reviewers", "t-eve-authority-04": "eve@example.com"}
-ALICE, BOB, CAROL, EVE = TOKENS
+          "t-carol-authority-03": "carol@example.com reviewers", "t-eve-authority-04": "eve@example.com",
+          # An identity named like a group entry (issue 27, hole 12), in no group.
+          "t-mallory-authority-05": "group:reviewers"}
+ALICE, BOB, CAROL, EVE, MALLORY = TOKENS
 
 
 @dataclass
@@ -238,6 +240,24 @@ def test_the_api_lets_only_approvers_decide_and_never_the_runs_creator(
     metrics = httpx.get(authority_api.base + "/metrics", timeout=10).text
     assert sample(metrics, "agentrun_verdicts_refused_total", via="api", rule="gatePolicy.approvers") == 1
     assert sample(metrics, "agentrun_verdicts_refused_total", via="api", rule="gatePolicy.requireDistinctApprover") == 1
+
+
+def test_an_identity_named_like_an_approving_group_is_no_member_of_it(
+        stack: Stack, authority_api: AuthorityApi, protected: str) -> None:
+    """Users and groups are matched as what they are: a token whose identity is literally "group:reviewers" is
+    refused by a policy that lets the group `reviewers` decide; a member of the group is not."""
+    ns = protected
+    reviewed_agent(stack, ns, lifecycle={"postRun": [gate_hook("true")], "gateTimeout": "5m"},
+                   approvers=["group:reviewers"])
+    run = _create(authority_api, ALICE, ns)
+    waiting(stack, ns, run)
+    spoof = _verdict(authority_api, MALLORY, ns, run)
+    assert spoof.status_code == 403, spoof.text
+    assert spoof.json()["detail"] == ('"group:reviewers" may not decide this gate: it is not among the approvers of '
+                                      'policy "review" (gatePolicy.approvers)')
+    member = _verdict(authority_api, CAROL, ns, run)
+    assert member.status_code == 200, member.text
+    assert stack.wait_phase(ns, run)["status"]["gate"]["decidedBy"] == "carol@example.com"
 
 
 def test_an_api_verdict_reads_its_run_agent_and_policy_from_the_apis_views(
