@@ -27,14 +27,13 @@ from temporalio.api.common.v1 import Payload
 from models.codec import CodecError, EncryptionCodec
 
 from .auth import ANONYMOUS, Caller
+from .bodies import MAX_BODY_BYTES
 from .deps import StateDep
 from .settings import ApiSettings
 
 PREFIX = "/codec"
 COOKIE = "agentrun_codec"
 COOKIE_SECONDS = 8 * 3600
-# Temporal caps a payload at 2 MiB by default; a batch of a history's payloads stays well under this.
-MAX_BODY_BYTES = 64 * 1024 * 1024
 
 router = APIRouter(prefix=PREFIX, tags=["codec"])
 

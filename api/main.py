@@ -32,6 +32,7 @@ from models.timestamps import parse_rfc3339
 
 from . import admission, codec, console, errors, logs, metrics, runops, schedules
 from .auth import TokenFile
+from .bodies import BodyGuard
 from .deps import CallerDep, Identity, Namespace, State, StateDep
 from .settings import ApiSettings
 
@@ -216,6 +217,9 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
     app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan,
                   description="AgentRuns on Temporal: runs, response-gate verdicts, probes.")
 
+    # Every body is read and checked once, before any route parses it (api/bodies.py); inside the metrics' middleware,
+    # so its refusals are counted too.
+    app.add_middleware(BodyGuard)
     metrics.install(app)
 
     @app.exception_handler(RequestValidationError)
