@@ -214,7 +214,9 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
             state.definitions.stop()
             await state.runwatch.stop()
 
-    app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan,
+    # /docs is the console's page (Swagger UI vendored, under the console's Content-Security-Policy: api/console); no
+    # /redoc (FastAPI's pages load unpinned scripts from a CDN on this origin).
+    app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="AgentRuns on Temporal: runs, response-gate verdicts, probes.")
 
     # Every body is read and checked once, before any route parses it (api/bodies.py); inside the metrics' middleware,

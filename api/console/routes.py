@@ -41,6 +41,10 @@ HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+# The API's documentation page, the same but for images given as data: URIs (Swagger UI's stylesheet draws its icons
+# so; an image runs nothing).
+DOCS_HEADERS = {**HEADERS, "Content-Security-Policy": HEADERS["Content-Security-Policy"].replace(
+    "img-src 'self'", "img-src 'self' data:")}
 MAX_FORM_BYTES = 1024 * 1024
 KEEPALIVE_SECONDS = 15.0
 # Changes that arrive this close together reach a page as one message (a run's status is written in bursts).
@@ -503,6 +507,16 @@ async def log_stream(name: str, who: ConsoleSession, state: StateDep, namespace:
                      hook: Text = "", attempt: int | None = Query(None, ge=1)) -> StreamingResponse:
     return StreamingResponse(_log_events(state, namespace, name, hook or None, attempt),
                              media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+# -- the API's documentation -------------------------------------------------------------------------------------
+
+@router.get("/docs", response_class=HTMLResponse)
+async def docs(request: Request) -> HTMLResponse:
+    """Swagger UI over /openapi.json, from this origin's vendored files and under the console's policy (FastAPI's own
+    page loads unpinned scripts from a CDN and runs an inline one)."""
+    html = templates.get_template("docs.html").render(openapi=request.app.openapi_url or "/openapi.json")
+    return HTMLResponse(html, headers=DOCS_HEADERS)
 
 
 # -- static files and installation -------------------------------------------------------------------------------
