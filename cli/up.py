@@ -24,13 +24,14 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
+from api.auth import parse_tokens
 from localkube.certs import ensure_tls
 from localkube.server import ADMIN
 from models.codec import ensure_key_file
 from models.crds import all_crds
 from models.kube import Conflict, typed_errors
 
-from . import incluster, webhooks
+from . import incluster, roles, webhooks
 from .stack import LocalKubeProcess, NatsServer, TemporalDevServer, free_port, stop_process, wait_port
 
 DEFAULT_STATE_DIR = Path(os.environ.get("AGENTRUN_STATE_DIR", str(Path.home() / ".agentrun")))
@@ -146,8 +147,16 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     if not token_file.exists():
         token_file.write_text(f"# token identity\n{secrets.token_urlsafe(24)} {getpass.getuser()}\n")
         token_file.chmod(0o600)
-    api_token = next(line.split()[0] for line in token_file.read_text().splitlines()
-                     if line.strip() and not line.startswith("#"))
+    api_token, api_caller = next(iter(parse_tokens(token_file.read_text()).items()))
+    api_identity = api_caller.identity
+    # Every API call is authorised by RBAC (api/access.py): the stack's own token may read, create, delete and approve
+    # runs and edit schedules in every namespace, as the API's ClusterRoles bound cluster-wide.
+    kube_api = config.new_client_from_config(str(kubeconfig))
+    try:
+        roles.ensure_roles(kube_api)
+        roles.bind(kube_api, "agentrun-up", [roles.user(api_identity)])
+    finally:
+        kube_api.close()
     webhook_port = free_port()
     tls = ensure_tls(state_dir / "webhook-tls")
     # Every process here uses the admin kubeconfig, so the API's runs reach the webhook as localkube's admin: the

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.auth import TokenFile
+from api.auth import Authenticator, TokenFile
 from api.console.routes import STATIC, TEMPLATES, safe_next
 from api.console.sessions import COOKIE, SessionStore
 from api.main import create_app
@@ -145,22 +145,26 @@ async def test_a_token_removed_from_the_file_ends_its_sessions(token_file: Path)
         assert "bob@example.com" in (await bob.get("/signin")).text
 
 
+def authenticator(path: Path) -> Authenticator:
+    return Authenticator(TokenFile(path), reviews=None)
+
+
 async def test_sessions_expire_and_keep_no_token(token_file: Path) -> None:
-    store = SessionStore(TokenFile(token_file), seconds=-1)
-    s = store.sign_in(TOKEN)
+    store = SessionStore(authenticator(token_file), seconds=-1)
+    s = await store.sign_in(TOKEN)
     assert s is not None and s.identity == "alice@example.com"
-    assert TOKEN not in repr(s) and store.get(s.id) is None and len(store) == 0
-    live = SessionStore(TokenFile(token_file))
-    s2 = live.sign_in(TOKEN)
-    assert s2 is not None and live.get(s2.id) is s2 and s2.csrf != s2.id
-    assert live.sign_in("") is None and live.sign_in("nope") is None
+    assert TOKEN not in repr(s) and await store.get(s.id) is None and len(store) == 0
+    live = SessionStore(authenticator(token_file))
+    s2 = await live.sign_in(TOKEN)
+    assert s2 is not None and await live.get(s2.id) is s2 and s2.csrf != s2.id
+    assert await live.sign_in("") is None and await live.sign_in("nope") is None
     assert not s2.csrf_ok("") and not s2.csrf_ok(None) and s2.csrf_ok(s2.csrf)
 
 
 async def test_insecure_without_tokens_signs_anyone_in_as_anonymous(tmp_path: Path) -> None:
-    store = SessionStore(TokenFile(tmp_path / "none"), insecure=True)
-    s = store.sign_in("")
-    assert s is not None and s.identity == "anonymous" and store.get(s.id) is s
+    store = SessionStore(authenticator(tmp_path / "none"), insecure=True)
+    s = await store.sign_in("")
+    assert s is not None and s.identity == "anonymous" and await store.get(s.id) is s
 
 
 async def test_sign_in_only_goes_on_to_this_site() -> None:

@@ -35,7 +35,7 @@ from localkube.testing import running_localkube
 from models.codec import EncryptionCodec, ensure_key_file
 from models.gate import Verdict
 from models.settings import TemporalSettings
-from tests.e2e.conftest import AGENT_IMAGE, Proc, agent, agent_run, api_process, condition, hook
+from tests.e2e.conftest import AGENT_IMAGE, Proc, agent, agent_run, allow, api_process, condition, hook
 from tests.waiting import wait_for
 from workflows.agent_run import AgentRunWorkflow
 
@@ -67,6 +67,9 @@ def codec_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodecStack
     with running_localkube(d / "kube", job_backoff_seconds=0.2, image_map={
             AGENT_IMAGE: [sys.executable, "-m", "agentrunner"]}) as lk:
         install_crds(lk.kubeconfig)
+        # The operator may read every run: what the codec shows, whoever's it is (api/access.py).
+        with config.new_client_from_config(str(lk.kubeconfig)) as admin:
+            allow(admin, OPERATOR)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         # With its UI, pointed at the API's codec endpoint as `agentrun up` does.

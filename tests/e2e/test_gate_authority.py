@@ -23,7 +23,7 @@ from kubernetes.client.rest import ApiException
 from cli import webhooks
 from cli.stack import free_port
 from localkube.certs import ensure_tls
-from tests.e2e.conftest import Stack, agent, agent_run, api_process
+from tests.e2e.conftest import Stack, agent, agent_run, allow, api_process
 from tests.e2e.test_gate import RBAC, annotate, gate_hook
 from tests.e2e.test_requests import audit_lines, requests_of
 from tests.localkube.test_tokens_and_access_reviews import client_as, grant, request_token, sa_subject
@@ -53,6 +53,8 @@ def authority_api(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """`python -m api` as `agentrun up` runs it: the API on HTTP, its webhooks on TLS, the admin kubeconfig trusted
     as the creator it stamps."""
     d = tmp_path_factory.mktemp("authority")
+    # RBAC lets every token approve (and create) everywhere: what is under test is what gatePolicy narrows.
+    allow(stack.api, *TOKENS.values(), binding="authority")
     tls = ensure_tls(d / "tls")
     tokens = d / "tokens"
     tokens.write_text("".join(f"{t} {who}\n" for t, who in TOKENS.items()))
