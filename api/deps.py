@@ -42,6 +42,8 @@ class State:
         self.kube = Kube(kube, qps=settings.kube.qps, burst=settings.kube.burst)
         self.custom = self.kube.custom
         self.temporal = temporal
+        # Signs the API's verdicts (models/signing.py); the codec routes never use it.
+        self.signer = settings.temporal.signer()
         self.auth = auth
         self.tokens = auth.tokens
         # Started and stopped by the app's lifespan (api/main.py), as are the metrics' verdict counts from it.

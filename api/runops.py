@@ -118,6 +118,8 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     if not wid or state.temporal is None:
         raise HTTPException(status_code=409, detail="the run has not started yet; retry in a moment")
     verdict = Verdict(action=action, response=response, reason=reason, decided_by=who, source="api")
+    if state.signer is not None:  # the proof that the API, not anyone who can write to Temporal, decided (SPEC §4)
+        state.signer.sign(verdict, target=wid)
     handle = state.temporal.get_workflow_handle(wid)
     try:
         with state.metrics.verdict_seconds.time():

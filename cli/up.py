@@ -27,7 +27,7 @@ from kubernetes import client, config
 from api.auth import parse_tokens
 from localkube.certs import ensure_tls
 from localkube.server import ADMIN
-from models.codec import ensure_key_file
+from models.codec import SIGNING_KEYS_HEADER, ensure_key_file
 from models.crds import all_crds
 from models.kube import Conflict, typed_errors
 
@@ -71,8 +71,10 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
         return 1
     image_map = state_dir / "image-map.yaml"
     image_map.write_text(yaml.safe_dump(incluster.image_map()))
-    # Every payload the stack's processes hand Temporal is encrypted with this key file's keys (made once, 0600).
+    # Every payload the stack's processes hand Temporal is encrypted with this key file's keys (made once, 0600), and
+    # the verdicts its API and bridge send are signed with this one's (models/signing.py; the codec never uses it).
     codec_keys = ensure_key_file(state_dir / "codec-keys")
+    signing_keys = ensure_key_file(state_dir / "signing-keys", header=SIGNING_KEYS_HEADER)
     # The API's port is chosen now so that the Temporal UI can start with the API's codec endpoint (the host
     # processes' API only: in-cluster, the API's address is its Service's, known after the install).
     api_port = 0 if in_cluster else free_port()
@@ -108,7 +110,8 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
         procs = [p for p in (temporal.proc, kube.proc, nats.proc if nats else None) if p is not None]
     else:
         procs = _up_processes(state_dir, kubeconfig, info, pids, temporal=temporal, nats=nats,
-                              fallback_poll_seconds=fallback_poll_seconds, api_port=api_port, codec_keys=codec_keys)
+                              fallback_poll_seconds=fallback_poll_seconds, api_port=api_port, codec_keys=codec_keys,
+                              signing_keys=signing_keys)
     (state_dir / "endpoints.json").write_text(json.dumps(info, indent=2))
     print("agentrun is up" + (" (control plane in pods, installed from the Helm chart):" if in_cluster else ":"))
     for k, v in info.items():
@@ -130,7 +133,7 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
 
 def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids: dict[str, int], *,
                   temporal: TemporalDevServer, nats: NatsServer | None, fallback_poll_seconds: int,
-                  api_port: int, codec_keys: Path) -> list[subprocess.Popen[bytes]]:
+                  api_port: int, codec_keys: Path, signing_keys: Path) -> list[subprocess.Popen[bytes]]:
     """The worker, the bridge and the API as host processes with the admin kubeconfig (the default).
 
     The API comes first, with its admission webhooks on a TLS listener of their own (a certificate for 127.0.0.1
@@ -140,7 +143,8 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
            "AGENTRUN_KUBE__KUBECONFIG": str(kubeconfig),
            "AGENTRUN_FALLBACK_POLL_SECONDS": str(fallback_poll_seconds), "PYTHONUNBUFFERED": "1",
-           "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(codec_keys)}
+           "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(codec_keys),
+           "AGENTRUN_TEMPORAL__SIGNING_KEYS_FILE": str(signing_keys)}
     if nats is not None:
         env["AGENTRUN_NATS__URL"] = nats.url
     token_file = state_dir / "api-tokens"
@@ -175,6 +179,7 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     info["codec"] = f"{info['api']}/codec"
     info["codec_login"] = f"{info['api']}/codec/login"
     info["codec_keys"] = str(codec_keys)
+    info["signing_keys"] = str(signing_keys)
     info["api_token"] = api_token
     info["webhook"] = f"https://127.0.0.1:{webhook_port}"
     pids["api"] = api.pid

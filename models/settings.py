@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from temporalio.service import TLSConfig
 
     from .codec import EncryptionCodec
+    from .signing import Signer
 
 
 # Sympozium's agent image, so existing YAML that names no image runs as it did there.
@@ -66,6 +67,10 @@ class TemporalSettings(BaseModel):
     # The payload codec's keys (models/codec.py): lines of '<id> <base64 32-byte key>', the first one encrypts.
     # Empty: payloads go to Temporal unencrypted.
     codec_keys_file: str = ""
+    # The keys our API and bridge sign gate verdicts with and the worker verifies them with (models/signing.py), the
+    # same format, a file of its own (the codec server never uses it). Empty: verdicts are not signed, and a verdict's
+    # encryption is all that tells ours from anyone's (which an API token can forge through /codec/encode).
+    signing_keys_file: str = ""
 
     @model_validator(mode="after")
     def _pairs(self) -> TemporalSettings:
@@ -117,23 +122,40 @@ class TemporalSettings(BaseModel):
         except KeyFileError as e:
             raise SettingsError(str(e)) from e
 
+    def signer(self) -> Signer | None:
+        """The verdict signer with the signing key file's keys; None without one (a bad file is a SettingsError)."""
+        from .codec import KeyFileError
+        from .signing import load_signer
+
+        if not self.signing_keys_file:
+            return None
+        try:
+            return load_signer(self.signing_keys_file)
+        except KeyFileError as e:
+            raise SettingsError(str(e)) from e
+
     def data_converter(self) -> DataConverter:
         """Pydantic payloads, encrypted by the codec when keys are set; failure messages and stack traces then go
-        through the codec too (they can quote a hook's output or a spec's values)."""
+        through the codec too (they can quote a hook's output or a spec's values). With signing keys, what is decoded
+        has its signature verified (models/signing.py)."""
         import dataclasses
 
         from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
-        from .codec import SealAwarePayloadConverter, SealMarkingCodec
+        from .codec import SealMarkingCodec, aware_converter
         from .converter import DATA_CONVERTER
 
-        codec = self.codec()
-        if codec is None:
+        codec, signer = self.codec(), self.signer()
+        if codec is None and signer is None:
             return DATA_CONVERTER
-        # Decoding also marks what arrived encrypted, so a gate verdict can tell our API and bridge (which hold the
-        # key) from anyone else who can write to Temporal (models/gate.py `marked`).
+        # Decoding also marks what arrived encrypted (seals, for runs that predate signatures) and verifies our API's
+        # and bridge's signatures, so a gate verdict tells them from anyone else who can write to Temporal
+        # (models/gate.py `marked`).
+        converter = aware_converter(seals=codec is not None, verifier=signer)
+        if codec is None:
+            return dataclasses.replace(DATA_CONVERTER, payload_converter_class=converter)
         return dataclasses.replace(DATA_CONVERTER, payload_codec=SealMarkingCodec(codec.keys),
-                                   payload_converter_class=SealAwarePayloadConverter,
+                                   payload_converter_class=converter,
                                    failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
 
     async def connect(self, *, lazy: bool = False, runtime: Runtime | None = None) -> Client:

@@ -188,3 +188,36 @@ affinity:
 {{- define "agentrun.rbacNamespaces" -}}
 {{- toJson .Values.watchNamespaces -}}
 {{- end -}}
+
+{{/* The Secret holding the verdict signing keys (models/signing.py): the user's, or the one templates/signing.yaml
+makes. Mounted in the worker (verifies), the bridge and the API (sign) only. */}}
+{{- define "agentrun.signingSecret" -}}
+{{- .Values.signing.existingSecret | default (printf "%s-signing-keys" (include "agentrun.fullname" .)) -}}
+{{- end -}}
+
+{{- define "agentrun.signingEnv" -}}
+{{- if .Values.signing.enabled }}
+- name: AGENTRUN_TEMPORAL__SIGNING_KEYS_FILE
+  value: /etc/agentrun/signing/{{ .Values.signing.key }}
+{{- end }}
+{{- end -}}
+
+{{- define "agentrun.signingVolume" -}}
+{{- if .Values.signing.enabled }}
+- name: signing-keys
+  secret:
+    secretName: {{ include "agentrun.signingSecret" . }}
+    defaultMode: 0400
+    items:
+      - key: {{ .Values.signing.key }}
+        path: {{ .Values.signing.key }}
+{{- end }}
+{{- end -}}
+
+{{- define "agentrun.signingMount" -}}
+{{- if .Values.signing.enabled }}
+- name: signing-keys
+  mountPath: /etc/agentrun/signing
+  readOnly: true
+{{- end }}
+{{- end -}}
