@@ -25,14 +25,23 @@ import yaml
 from kubernetes import client, config
 
 from api.auth import parse_tokens
-from localkube.certs import ensure_tls
+from localkube.certs import ensure_client_tls, ensure_tls
 from localkube.server import ADMIN
 from models.codec import SIGNING_KEYS_HEADER, ensure_key_file
 from models.crds import all_crds
 from models.kube import Conflict, typed_errors
 
 from . import incluster, roles, webhooks
-from .stack import LocalKubeProcess, NatsServer, TemporalDevServer, free_port, stop_process, wait_port
+from .stack import (
+    LocalKubeProcess,
+    NatsServer,
+    TemporalDevServer,
+    free_port,
+    private_dir,
+    private_log,
+    stop_process,
+    wait_port,
+)
 
 DEFAULT_STATE_DIR = Path(os.environ.get("AGENTRUN_STATE_DIR", str(Path.home() / ".agentrun")))
 
@@ -59,18 +68,50 @@ def install_crds(kubeconfig: Path) -> None:
                 api.replace_custom_resource_definition(name, crd)  # type: ignore[arg-type]
 
 
+WEBHOOK_CLIENT_DIR = "webhook-client"
+WEBHOOK_CLIENT = "localkube-webhook-client"
+
+
+def webhook_client_config(state_dir: Path) -> Path:
+    """kube-apiserver's --admission-control-config-file for localkube: both webhook plug-ins present the stack's
+    client certificate to every webhook (the kubeconfig's user `*`)."""
+    client = ensure_client_tls(state_dir / WEBHOOK_CLIENT_DIR, WEBHOOK_CLIENT)
+    kubeconfig = state_dir / WEBHOOK_CLIENT_DIR / "kubeconfig"
+    write_private(kubeconfig, yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "users": [
+        {"name": "*", "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}]}))
+    config_file = state_dir / "admission-config.yaml"
+    plugin = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration",
+              "kubeConfigFile": str(kubeconfig)}
+    write_private(config_file, yaml.safe_dump({"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+                                               "plugins": [{"name": name, "configuration": plugin} for name in
+                                                           ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")]}))
+    return config_file
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace a file with `text`, readable by its owner only from the start (never a moment world-readable)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    tmp.replace(path)
+
+
 def _spawn(name: str, args: list[str], env: dict[str, str], state_dir: Path) -> subprocess.Popen[bytes]:
-    log = (state_dir / f"{name}.log").open("ab")
+    log = private_log(state_dir / f"{name}.log")
     return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_cluster: bool = False) -> int:
-    state_dir.mkdir(parents=True, exist_ok=True)
+    # The state directory is its user's alone: it holds the API token, the codec and signing keys, localkube's
+    # database (every Secret) and its pods' tokens and logs, Temporal's history. Tightened if it existed.
+    private_dir(state_dir)
     if (state_dir / "pids.json").exists() and _alive(json.loads((state_dir / "pids.json").read_text())):
         print(f"the stack in {state_dir} is already up (agentrun down --state-dir {state_dir} stops it)")
         return 1
     image_map = state_dir / "image-map.yaml"
-    image_map.write_text(yaml.safe_dump(incluster.image_map()))
+    write_private(image_map, yaml.safe_dump(incluster.image_map()))
     # Every payload the stack's processes hand Temporal is encrypted with this key file's keys (made once, 0600), and
     # the verdicts its API and bridge send are signed with this one's (models/signing.py; the codec never uses it).
     codec_keys = ensure_key_file(state_dir / "codec-keys")
@@ -81,6 +122,10 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
     temporal = TemporalDevServer(state_dir / "temporal",
                                  ui_codec_endpoint=f"http://127.0.0.1:{api_port}/codec" if api_port else "").start()
     kube_args = ["--image-map", str(image_map), "--job-backoff-seconds", "1"]
+    if not in_cluster:
+        # localkube calls the API's admission webhooks with a client certificate of a CA of the stack's own, which
+        # the webhook listener requires: nothing else on the host may post AdmissionReviews to it.
+        kube_args += ["--admission-control-config-file", str(webhook_client_config(state_dir))]
     if in_cluster:
         # Every request with the user it authenticated as: shows that the control plane's pods use their own
         # ServiceAccounts (and what each of them did).
@@ -103,7 +148,7 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
     pids["localkube"] = kube.proc.pid if kube.proc else 0
     pids["temporal"] = temporal.proc.pid if temporal.proc else 0
     # Written before anything can fail, so `agentrun down` always finds what was started.
-    (state_dir / "pids.json").write_text(json.dumps(pids))
+    write_private(state_dir / "pids.json", json.dumps(pids))
     if in_cluster:
         _up_in_cluster(state_dir, kubeconfig, info, temporal=temporal, nats=nats,
                        fallback_poll_seconds=fallback_poll_seconds)
@@ -112,7 +157,7 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
         procs = _up_processes(state_dir, kubeconfig, info, pids, temporal=temporal, nats=nats,
                               fallback_poll_seconds=fallback_poll_seconds, api_port=api_port, codec_keys=codec_keys,
                               signing_keys=signing_keys)
-    (state_dir / "endpoints.json").write_text(json.dumps(info, indent=2))
+    write_private(state_dir / "endpoints.json", json.dumps(info, indent=2))  # it holds the API token
     print("agentrun is up" + (" (control plane in pods, installed from the Helm chart):" if in_cluster else ":"))
     for k, v in info.items():
         if k != "api_token":
@@ -149,8 +194,8 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
         env["AGENTRUN_NATS__URL"] = nats.url
     token_file = state_dir / "api-tokens"
     if not token_file.exists():
-        token_file.write_text(f"# token identity\n{secrets.token_urlsafe(24)} {getpass.getuser()}\n")
-        token_file.chmod(0o600)
+        write_private(token_file, f"# token identity\n{secrets.token_urlsafe(24)} {getpass.getuser()}\n")
+    token_file.chmod(0o600)  # (one made by an earlier version may not have been)
     api_token, api_caller = next(iter(parse_tokens(token_file.read_text()).items()))
     api_identity = api_caller.identity
     # Every API call is authorised by RBAC (api/access.py): the stack's own token may read, create, delete and approve
@@ -163,12 +208,14 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
         kube_api.close()
     webhook_port = free_port()
     tls = ensure_tls(state_dir / "webhook-tls")
+    client_ca = ensure_client_tls(state_dir / WEBHOOK_CLIENT_DIR, WEBHOOK_CLIENT).ca_cert
     # Every process here uses the admin kubeconfig, so the API's runs reach the webhook as localkube's admin: the
     # creator it stamps (its token's identity) is kept.
     api = _spawn("api", [sys.executable, "-m", "api"],
                  {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port),
                   "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
-                  "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name]),
+                  "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_WEBHOOK_CLIENT_CA_FILE": str(client_ca),
+                  "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name]),
                   # The UI's page calls the codec from its own origin (by either name of the host).
                   "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([temporal.ui_url,
                                                              f"http://localhost:{temporal.ui_port}"]),
@@ -183,7 +230,7 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     info["api_token"] = api_token
     info["webhook"] = f"https://127.0.0.1:{webhook_port}"
     pids["api"] = api.pid
-    (state_dir / "pids.json").write_text(json.dumps(pids))
+    write_private(state_dir / "pids.json", json.dumps(pids))
     wait_port(api_port, timeout=60, proc=api, what="the API")
     wait_port(webhook_port, timeout=60, proc=api, what="the API's admission webhooks")
     kube_api = config.new_client_from_config(str(kubeconfig))
@@ -194,7 +241,7 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     worker = _spawn("worker", [sys.executable, "-m", "worker"], env, state_dir)
     bridge = _spawn("bridge", [sys.executable, "-m", "bridge"], env, state_dir)
     pids.update({"bridge": bridge.pid, "worker": worker.pid})
-    (state_dir / "pids.json").write_text(json.dumps(pids))
+    write_private(state_dir / "pids.json", json.dumps(pids))
     _wait_healthy(state_dir, worker, bridge)
     return [worker, bridge, api]
 
