@@ -152,8 +152,12 @@ class TemporalDevServer:
 
 @dataclass
 class NatsServer:
+    """nats-server with JetStream on 127.0.0.1. With `token`, clients must present it (the configuration file that
+    holds it is 0600: a token on the command line would be in every user's `ps`)."""
+
     state_dir: Path
     port: int = 0
+    token: str = ""
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @staticmethod
@@ -172,8 +176,14 @@ class NatsServer:
         store.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         log = private_log(self.state_dir / "nats.log")
-        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(store)],
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        args = [binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(store)]
+        if self.token:
+            conf = self.state_dir / "nats.conf"
+            fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"authorization {{\n  token: {json.dumps(self.token)}\n}}\n")
+            args += ["-c", str(conf)]
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_port(self.port, timeout=timeout, proc=self.proc, what="nats-server")
         return self
 

@@ -132,7 +132,11 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
         kube_args += ["--audit-log", str(state_dir / "audit.log")]
     kube = LocalKubeProcess(state_dir / "localkube", persist=True, extra_args=kube_args).start()
     kubeconfig = _link_kubeconfig(state_dir, kube.kubeconfig)
-    nats = NatsServer(state_dir).start() if NatsServer.available() else None
+    # NATS takes only clients with the stack's token (0600; the worker reads it from the file).
+    nats_token = state_dir / "nats-token"
+    if not nats_token.exists():
+        write_private(nats_token, secrets.token_urlsafe(32) + "\n")
+    nats = NatsServer(state_dir, token=nats_token.read_text().strip()).start() if NatsServer.available() else None
     info: dict[str, Any] = {
         "temporal": temporal.address,
         "temporal_ui": temporal.ui_url,
@@ -142,6 +146,7 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
     }
     if nats is not None:
         info["nats"] = nats.url
+        info["nats_token"] = str(nats_token)
     pids: dict[str, int] = {}
     if nats is not None and nats.proc is not None:
         pids["nats"] = nats.proc.pid
@@ -192,6 +197,7 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
            "AGENTRUN_TEMPORAL__SIGNING_KEYS_FILE": str(signing_keys)}
     if nats is not None:
         env["AGENTRUN_NATS__URL"] = nats.url
+        env["AGENTRUN_NATS__TOKEN_FILE"] = str(state_dir / "nats-token")
     token_file = state_dir / "api-tokens"
     if not token_file.exists():
         write_private(token_file, f"# token identity\n{secrets.token_urlsafe(24)} {getpass.getuser()}\n")
@@ -249,8 +255,11 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
 def _up_in_cluster(state_dir: Path, kubeconfig: Path, info: dict[str, Any], *, temporal: TemporalDevServer,
                    nats: NatsServer | None, fallback_poll_seconds: int) -> None:
     """The control plane as pods of the Helm chart; Temporal, NATS and localkube stay host processes."""
+    if nats is not None and nats.token:
+        incluster.ensure_nats_secret(kubeconfig, nats.token)
     values = incluster.chart_values(temporal_address=temporal.address, nats_url=nats.url if nats else "",
-                                    fallback_poll_seconds=fallback_poll_seconds)
+                                    fallback_poll_seconds=fallback_poll_seconds,
+                                    nats_secret=incluster.NATS_SECRET if nats is not None and nats.token else "")
     incluster.install_chart(kubeconfig, values)
     api = incluster.kube_client(kubeconfig)
     try:

@@ -12,7 +12,7 @@ mounted Secret can rotate, and a variable's value shows in `kubectl describe pod
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, model_validator
 
@@ -38,6 +38,13 @@ class SettingsError(ValueError):
 class TemporalUnreachable(ConnectionError):
     """The Temporal frontend could not be reached (refused, no such host, TLS refused): an operator's matter for the
     process to report in one line, then exit so that its supervisor restarts it."""
+
+
+def _secret(variable: str, path: str) -> str:
+    text = _read(variable, path).decode().strip()
+    if not text:
+        raise SettingsError(f"{variable}={path}: the file is empty")
+    return text
 
 
 def _read(variable: str, path: str) -> bytes:
@@ -198,8 +205,55 @@ class KubeSettings(BaseModel):
 
 
 class NatsSettings(BaseModel):
+    """Where run events go (JetStream) and how to authenticate there. Credentials are files, as every secret here: a
+    token, or a user with a password, or a NATS `.creds` file (a user JWT and its nkey seed); with `tls://` URLs or a
+    server that requires TLS, the CA of its certificate and, for mutual TLS, a client certificate and key."""
+
     # Empty: events are not published (runs are unaffected either way).
     url: str = ""
+    token_file: str = ""
+    user: str = ""
+    password_file: str = ""
+    creds_file: str = ""
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+    @model_validator(mode="after")
+    def _pairs(self) -> NatsSettings:
+        if bool(self.user) != bool(self.password_file):
+            raise SettingsError("NATS user authentication needs both AGENTRUN_NATS__USER and "
+                                "AGENTRUN_NATS__PASSWORD_FILE (or neither)")
+        if bool(self.cert_file) != bool(self.key_file):
+            raise SettingsError("NATS mutual TLS needs both AGENTRUN_NATS__CERT_FILE and AGENTRUN_NATS__KEY_FILE "
+                                "(or neither)")
+        if sum(map(bool, (self.token_file, self.user, self.creds_file))) > 1:
+            raise SettingsError("give one of AGENTRUN_NATS__TOKEN_FILE, AGENTRUN_NATS__USER (with __PASSWORD_FILE) and "
+                                "AGENTRUN_NATS__CREDS_FILE")
+        return self
+
+    def connect_options(self) -> dict[str, Any]:
+        """The nats-py `connect` options these settings give (files read now: a missing one is a SettingsError)."""
+        import ssl
+
+        out: dict[str, Any] = {}
+        if self.token_file:
+            out["token"] = _secret("AGENTRUN_NATS__TOKEN_FILE", self.token_file)
+        if self.user:
+            out["user"] = self.user
+            out["password"] = _secret("AGENTRUN_NATS__PASSWORD_FILE", self.password_file)
+        if self.creds_file:
+            _read("AGENTRUN_NATS__CREDS_FILE", self.creds_file)  # readable now, not at the first event
+            out["user_credentials"] = self.creds_file
+        if self.ca_file or self.cert_file or self.url.startswith("tls://"):
+            ctx = ssl.create_default_context(
+                cadata=_read("AGENTRUN_NATS__CA_FILE", self.ca_file).decode() if self.ca_file else None)
+            if self.cert_file:
+                _read("AGENTRUN_NATS__CERT_FILE", self.cert_file)
+                _read("AGENTRUN_NATS__KEY_FILE", self.key_file)
+                ctx.load_cert_chain(self.cert_file, self.key_file)
+            out["tls"] = ctx
+        return out
 
 
 class HealthSettings(BaseModel):

@@ -4,6 +4,7 @@ a key file of its state dir, and its Temporal UI decodes them through the API's 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
+import nats.errors
 import pytest
 
 from models.codec import load_keys
@@ -124,6 +127,26 @@ def _assert_the_state_is_private(state: Path) -> None:
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
 
 
+def _assert_nats_takes_only_the_stacks_token(state: Path, info: dict[str, Any]) -> None:
+    """Issue 27: NATS listened without authentication, and its events carry tasks and results. It takes only the
+    stack's token, which the worker used for the run above."""
+    if "nats" not in info:
+        return  # nats-server is not installed: nothing listens
+    token = (state / "nats-token").read_text().strip()
+    assert info["nats_token"] == str(state / "nats-token")
+
+    async def check() -> int:
+        with pytest.raises(nats.errors.Error):
+            await nats.connect(info["nats"], connect_timeout=2, allow_reconnect=False, max_reconnect_attempts=1)
+        nc = await nats.connect(info["nats"], token=token)
+        try:
+            return int((await nc.jetstream().stream_info("sympozium")).state.messages)
+        finally:
+            await nc.close()
+
+    assert asyncio.run(check()) >= 3  # the run's started, phase and completed events
+
+
 def test_up_and_down_accept_the_state_dir_after_the_subcommand(tmp_path: Path) -> None:
     state = tmp_path / "stack"
     up = _agentrun("up", "--state-dir", str(state), "--detach")
@@ -142,6 +165,7 @@ def test_up_and_down_accept_the_state_dir_after_the_subcommand(tmp_path: Path) -
         _assert_payloads_are_encrypted_and_the_ui_decodes_them(state, info)
         _assert_only_localkube_may_call_the_webhooks(state, info)
         _assert_the_state_is_private(state)
+        _assert_nats_takes_only_the_stacks_token(state, info)
     finally:
         down = _agentrun("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stdout + down.stderr

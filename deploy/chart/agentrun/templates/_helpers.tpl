@@ -221,3 +221,62 @@ makes. Mounted in the worker (verifies), the bridge and the API (sign) only. */}
   readOnly: true
 {{- end }}
 {{- end -}}
+
+{{/* NATS credentials and TLS for the worker (the only component that publishes run events), from Secrets. */}}
+{{- define "agentrun.natsEnv" -}}
+{{- $a := .Values.nats.auth -}}
+{{- if $a.existingSecret }}
+{{- if eq $a.type "token" }}
+- name: AGENTRUN_NATS__TOKEN_FILE
+  value: /etc/agentrun/nats-auth/token
+{{- else if eq $a.type "userPassword" }}
+- name: AGENTRUN_NATS__USER
+  value: {{ $a.user | quote }}
+- name: AGENTRUN_NATS__PASSWORD_FILE
+  value: /etc/agentrun/nats-auth/password
+{{- else }}
+- name: AGENTRUN_NATS__CREDS_FILE
+  value: /etc/agentrun/nats-auth/creds
+{{- end }}
+{{- end }}
+{{- if .Values.nats.tls.existingSecret }}
+{{- if .Values.nats.tls.serverCA }}
+- name: AGENTRUN_NATS__CA_FILE
+  value: /etc/agentrun/nats-tls/ca.crt
+{{- end }}
+{{- if .Values.nats.tls.clientCert }}
+- name: AGENTRUN_NATS__CERT_FILE
+  value: /etc/agentrun/nats-tls/tls.crt
+- name: AGENTRUN_NATS__KEY_FILE
+  value: /etc/agentrun/nats-tls/tls.key
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "agentrun.natsVolumes" -}}
+{{- if .Values.nats.auth.existingSecret }}
+- name: nats-auth
+  secret:
+    secretName: {{ .Values.nats.auth.existingSecret }}
+    defaultMode: 0400
+{{- end }}
+{{- if .Values.nats.tls.existingSecret }}
+- name: nats-tls
+  secret:
+    secretName: {{ .Values.nats.tls.existingSecret }}
+    defaultMode: 0400
+{{- end }}
+{{- end -}}
+
+{{- define "agentrun.natsMounts" -}}
+{{- if .Values.nats.auth.existingSecret }}
+- name: nats-auth
+  mountPath: /etc/agentrun/nats-auth
+  readOnly: true
+{{- end }}
+{{- if .Values.nats.tls.existingSecret }}
+- name: nats-tls
+  mountPath: /etc/agentrun/nats-tls
+  readOnly: true
+{{- end }}
+{{- end -}}
