@@ -4,17 +4,19 @@ stores encrypted (models/codec.py).
 
 Both take and answer `{"payloads": [{"metadata": {name: base64}, "data": base64}]}`. A caller is authenticated by
 the API's bearer tokens (`Authorization: Bearer <token>`, which `temporal --codec-auth` and a Temporal UI that
-passes its users' access tokens send; a Kubernetes token too, api/auth.py), or by a cookie that `GET /codec/login`
-sets in an operator's browser for a Temporal UI without single sign-on (the dev server's): the UI then sends it with
-"include cross-origin credentials". Browsers may call these routes from the origins of `AGENTRUN_CODEC_CORS_ORIGINS`
-only, and no other route of the API answers cross-origin requests.
+passes its users' access tokens send; a Kubernetes token too, api/auth.py), or in a browser by the web console's
+session (signing in to the console signs in to the codec: its cookie goes to every path of this host, and holds no
+token) or by a cookie that `GET /codec/login` sets for a Temporal UI without single sign-on. A Temporal UI on another
+origin sends those cookies with "include cross-origin credentials"; the embedded stack's UI has the codec on its own
+origin (cli/uifront.py), so it sends them with nothing to set. Browsers may call these routes from the origins of
+`AGENTRUN_CODEC_CORS_ORIGINS` only, and no other route of the API answers cross-origin requests.
 
 A payload does not say which run (or namespace) it belongs to, so decoding shows whatever a history holds: the caller
 must be allowed to read runs in every namespace the API serves (`get agentruns` there; cluster-wide when it serves
-all of them: api/access.py). Encoding is allowed
-to the same callers: the Temporal UI encodes what its users type (a signal's or an update's input) so that it is
-stored encrypted like the rest, and since verdicts are signed with a key the codec never uses (models/signing.py),
-being able to encrypt gives no authority: a verdict encrypted here is still recorded as sent straight to Temporal.
+all of them: api/access.py), however it signed in. Encoding is allowed to the same callers: the Temporal UI encodes
+what its users type (a signal's or an update's input) so that it is stored encrypted like the rest, and since verdicts
+are signed with a key the codec never uses (models/signing.py), being able to encrypt gives no authority: a verdict
+encrypted here is still recorded as sent straight to Temporal.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ from temporalio.api.common.v1 import Payload
 from models.codec import CodecError, EncryptionCodec
 from models.names import AGENTRUNS
 
-from .auth import ANONYMOUS, Caller
+from .auth import ANONYMOUS, Caller, ReviewUnavailable
 from .bodies import MAX_BODY_BYTES
-from .deps import StateDep, authenticate, bearer
+from .console.sessions import COOKIE as CONSOLE_COOKIE
+from .console.sessions import SessionStore
+from .deps import State, StateDep, authenticate, bearer
 from .settings import ApiSettings
 
 PREFIX = "/codec"
@@ -47,18 +51,36 @@ router = APIRouter(prefix=PREFIX, tags=["codec"])
 
 
 async def codec_caller(request: Request, state: StateDep) -> Caller:
-    """The bearer token, else the login cookie (both are the API's tokens), of a caller who may read every run."""
+    """The bearer token, else the console's session, else the login cookie (all three stand for the API's tokens, or
+    a Kubernetes token), of a caller who may read every run."""
     if state.open:
         return ANONYMOUS
-    token = bearer(request) or request.cookies.get(COOKIE, "")
+    token = bearer(request)
+    if not token:
+        sessions: SessionStore | None = getattr(request.app.state, "console_sessions", None)
+        if sessions is not None:
+            try:
+                session = await sessions.get(request.cookies.get(CONSOLE_COOKIE))
+                console = await sessions.caller(session) if session is not None else None
+            except ReviewUnavailable as e:
+                raise HTTPException(status_code=503, detail=f"cannot ask the cluster who the session's token is: {e}",
+                                    headers={"Retry-After": "5"}) from None
+            if console is not None:
+                await _may_read_every_run(state, console)
+                return console
+        token = request.cookies.get(COOKIE, "")
     if not token:
         raise HTTPException(status_code=401, detail="missing bearer token (or the codec login cookie)",
                             headers={"WWW-Authenticate": "Bearer"})
     who = await authenticate(request, token, via="codec")
-    # Every namespace the API serves ("": all of them, i.e. cluster-wide).
+    await _may_read_every_run(state, who)
+    return who
+
+
+async def _may_read_every_run(state: State, who: Caller) -> None:
+    """`get agentruns` in every namespace the API serves ("": all of them, i.e. cluster-wide)."""
     for ns in state.settings.namespaces or [""]:
         await state.allow(who, "get", AGENTRUNS, ns)
-    return who
 
 
 CodecCaller = Annotated[Caller, Depends(codec_caller)]
