@@ -94,7 +94,8 @@ def _save(shape: str, text: str) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     # Type "AgentRun"; the unprefixed ones are version 1 ("AgentRunWorkflow"); v2- were recorded before the final
     # status moved into the cleanup step (patch final-status-in-cleanup), v3- after, v4- once a run looks at its
-    # Jobs in a local activity (patch observe-locally).
-    path = OUT / f"v4-{shape}.json"
+    # Jobs in a local activity (patch observe-locally), v5- once a verdict claiming our API or bridge must carry their
+    # signature (patch signed-verdicts, marked where a run's first verdict arrives: the shapes that get one).
+    path = OUT / f"v5-{shape}.json"
     if not path.exists():
         path.write_text(text)
