@@ -371,6 +371,24 @@ class KubeActivities:
                 await self._delete(self.core.delete_namespaced_secret, name, ns)
                 await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
 
+    async def _ensure_input(self, run: ResolvedRun, attempt: int) -> None:
+        """The Secret with the run's task or system prompt too long for an env var (activities/manifests.py), for
+        the agent to read as files; a run whose texts fit env vars has none. Its content follows from the resolved
+        run alone, so one found at a later attempt is this run's first attempt's; one found at the first (an
+        earlier try of this step, or a leftover of a deleted same-named run) is replaced, since the worker never
+        reads a Secret. Owned by the run: it goes with the run object."""
+        body = mf.input_secret(run)
+        if body is None:
+            return
+        ns, name = run.ref.namespace, body["metadata"]["name"]
+        try:
+            await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
+        except Conflict:
+            if attempt > 1:
+                return
+            await self._delete(self.core.delete_namespaced_secret, name, ns)
+            await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
+
     async def _delete_skill_rbac(self, run: ResolvedRun) -> None:
         ns, uid = run.ref.namespace, run.ref.uid
         for p in run.sidecars:
@@ -423,6 +441,7 @@ class KubeActivities:
             body = mf.prerun_job(run, workflow_id=req.workflow_id)
         elif req.component == "agent-run":
             await self._ensure_skill_rbac(run)
+            await self._ensure_input(run, req.attempt)
             body = mf.agent_job(run, workflow_id=req.workflow_id, attempt=req.attempt, task=req.task)
         else:
             body = mf.postrun_job(run, workflow_id=req.workflow_id, agent_exit_code=req.agent_exit_code,

@@ -56,6 +56,7 @@ from pydantic.alias_generators import to_camel
 from models.agent import normalize_agent
 from models.agentrun import RBACRule
 from models.base import FieldProblem, PolicyViolation, parse
+from models.bounds import Uncarriable
 from models.compat import AGENT_IGNORED, Unsupported, check_agent_backend, ignored_in
 from models.evaluate import Reader, RunLister, evaluate_run
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
@@ -75,7 +76,7 @@ from models.names import (
 from models.personas import PackKind, read_pack
 from models.personas import ignored_fields as pack_ignored_fields
 from models.policy import Refusal
-from models.resolve import approval_tools
+from models.resolve import approval_tools, check_agent_bounds
 from models.skillpack import SkillPackSpec, skill_pack_warnings
 
 from .authority import Unreadable, gate_authority, record_refusal
@@ -372,6 +373,9 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     if isinstance(ev.problem, PolicyViolation):
         log.info("refused AgentRun %s: %s", who, ev.problem)
         return _refuse(req.uid, 403, "Forbidden", str(ev.problem))
+    if isinstance(ev.problem, Uncarriable):
+        log.info("refused AgentRun %s: %s", who, ev.problem)
+        return _refuse(req.uid, 422, "Invalid", str(ev.problem))
     rules = rules_checked(run, ev.resolved.rbac if ev.resolved is not None else None, ev.agent_name)
     rules += skill_rules_checked(ev.resolved)
     if rules:
@@ -490,6 +494,13 @@ async def decide_agent(state: State, req: AdmissionRequest) -> AdmissionResponse
     except Unsupported as e:
         log.info("refused %s %s/%s: %s", req.resource.resource, ns, req.name or meta.name, e)
         return _refuse(req.uid, 403, "Forbidden", str(e))
+    try:
+        check_agent_bounds(normalize_agent(req.obj))
+    except Uncarriable as e:
+        log.info("refused %s %s/%s: %s", req.resource.resource, ns, req.name or meta.name, e)
+        return _refuse(req.uid, 422, "Invalid", str(e))
+    except FieldProblem:
+        pass  # malformed: its runs fail at start naming the field
     warnings = ignored_in(req.obj, AGENT_IGNORED, "")  # what the Agent's runs will ask for in vain (models/compat.py)
     rules = _agent_rbac(req.obj)
     if not rules or (req.operation == "UPDATE" and rules == _agent_rbac(req.old_object)):

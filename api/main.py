@@ -24,6 +24,7 @@ from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
+from models import bounds
 from models.evaluate import agent_name_of
 from models.gate import GateView
 from models.names import AGENTRUNS, GROUP, VERSION
@@ -66,10 +67,11 @@ class CreateRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     agentRef: str = Field(min_length=1)
-    task: str = Field(min_length=1)
+    # Bounded as the AgentRun CRD bounds them (models/bounds.py: characters here; admission counts bytes).
+    task: str = Field(min_length=1, max_length=bounds.TASK_MAX_BYTES)
     agentId: str = "primary"
     sessionKey: str | None = None
-    systemPrompt: str | None = None
+    systemPrompt: str | None = Field(None, max_length=bounds.SYSTEM_PROMPT_MAX_BYTES)
     timeout: str | None = None
     env: dict[str, str] = {}
     model: ModelOverride | None = None

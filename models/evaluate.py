@@ -15,6 +15,7 @@ from typing import Any
 
 from .agent import normalize_agent
 from .base import FieldProblem
+from .bounds import check_resolved_size
 from .compat import check_agent_backend, ignored_fields
 from .names import API_VERSION, POLICIES
 from .policy import TEMPLATES, PolicyRules, normalize_policy
@@ -168,6 +169,7 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str,
             if rc and runtime_class_exists is not None and not await runtime_class_exists(rc):
                 raise FieldProblem(SANDBOX_FIELD, f'RuntimeClass "{rc}" not found in the cluster: the agent pod could '
                                                   "never be created (create the RuntimeClass, or name an existing one)")
+            check_resolved_size(out.resolved)  # everything it carries, the SkillPacks' sidecars included
         except FieldProblem:
             out.resolved = None
             raise

@@ -91,6 +91,13 @@ def workspace_name(run: str) -> str:
     return f"{run}-workspace"
 
 
+def input_name(run: str) -> str:
+    """The Secret holding a run's task or system prompt too long for an env var (Sympozium's `<run>-input`
+    ConfigMap, as a Secret: a task may be as confidential as the run's result, and the worker may create Secrets but
+    never read them). Prefixed like the lifecycle account, so the worker may replace one of that name as its own."""
+    return f"sympozium-input-{run}"
+
+
 def component_label(component: str) -> str:
     """The `sympozium.ai/component` label of a Job of `component` (`prerun`, `agent-run` or `post-run`)."""
     return _COMPONENT_LABEL.get(component, component)

@@ -24,6 +24,7 @@ from api.main import State, create_app
 from api.settings import ApiSettings
 from cli.up import install_crds
 from localkube.testing import Handle
+from models.bounds import SYSTEM_PROMPT_MAX_BYTES, TASK_MAX_BYTES
 from models.policy import ALWAYS_DENIED_ENV
 
 G, V = "sympozium.ai", "v1alpha1"
@@ -524,3 +525,20 @@ async def test_a_skill_pack_that_does_not_exist_is_admitted_with_a_warning_namin
     assert out["allowed"] is True, out
     assert out["warnings"] == [f'spec.skills: SkillPack "skillpack-k8s-ops" not found in namespace "{ns}": skipped, '
                                "the run starts without it"], out
+
+
+async def test_a_task_or_agent_text_over_its_bound_is_refused_422_naming_the_field(
+        webhook: httpx.AsyncClient, ns: str) -> None:
+    """Issue 27, hole 6: such a run could not be carried by its workflow (it sat Pending for ever), so it is refused,
+    not admitted with a warning like other spec problems; counted in UTF-8 bytes (the CRD counts characters)."""
+    wide = "é" * (TASK_MAX_BYTES // 2 + 1)
+    resp = await admit(webhook, review(ns, run(ns, "free", {"task": wide})))
+    assert resp["allowed"] is False and (resp["status"]["code"], resp["status"]["reason"]) == (422, "Invalid")
+    assert resp["status"]["message"] == f"spec.task: at most {TASK_MAX_BYTES} bytes (UTF-8), got {len(wide) * 2}: " \
+                                        "a long task reaches the agent as a file, but the run itself must fit its workflow"
+    resp = await admit(webhook, review(ns, run(ns, "free", {"task": "t", "env": {"BIG": "v" * 40_000}})))
+    assert resp["status"]["message"].startswith("spec.env.BIG: at most 32768 bytes"), resp
+    long_prompt = {"agents": {"default": {"model": "m"}}, "systemPrompt": "p" * (SYSTEM_PROMPT_MAX_BYTES + 1)}
+    resp = (await webhook.post("/admission/agents", json=agent_review(ns, long_prompt))).json()["response"]
+    assert resp["allowed"] is False and resp["status"]["code"] == 422
+    assert resp["status"]["message"].startswith(f"spec.systemPrompt: at most {SYSTEM_PROMPT_MAX_BYTES} bytes"), resp
