@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from models.agentrun import AgentRunStatus, DelegateStatus
 from models.base import FieldProblem, PolicyViolation
-from models.evaluate import Reader, RunLister, evaluate_run
+from models.evaluate import Reader, RunLister, evaluate_run, lifecycle_author
 from models.events import RunEvent
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.informer import Informer
@@ -185,7 +185,8 @@ class KubeActivities:
             await self._link_parent(run, ev.parent_run)
         out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=ev.agent_name,
                          resolved=ev.resolved, problem=str(ev.problem) if ev.problem else None,
-                         problem_is_policy=isinstance(ev.problem, PolicyViolation), ignored=ev.ignored)
+                         problem_is_policy=isinstance(ev.problem, PolicyViolation), ignored=ev.ignored,
+                         lifecycle_author=lifecycle_author(run, ev))
         if out.resolved is not None:
             # maxConcurrent: the run will wait for a slot of its Agent, in creation order.
             try:
@@ -682,7 +683,7 @@ class KubeActivities:
         resolution = await self.resolve_run(StartRun(ref=req.ref, resource_version=req.resource_version,
                                                      finalizers=req.finalizers))
         status = AgentRunStatus(phase=Phase.PENDING, started_at=req.started_at, workflow_id=req.workflow_id,
-                                observed_generation=req.ref.generation)
+                                observed_generation=req.ref.generation, lifecycle_author=resolution.lifecycle_author)
         await self._write_status(req.ref, StatusUpdate(status=status), first=True)
         return resolution
 

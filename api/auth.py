@@ -13,11 +13,19 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from models.authorship import Author
+
 
 @dataclass(frozen=True)
 class Caller:
     identity: str
     groups: tuple[str, ...] = ()
+
+    def stamp(self, plural: str) -> dict[str, str]:
+        """The author stamp (models/authorship.py) the API writes on what it creates or rewrites for this caller: its
+        identity and groups. The admission webhook keeps it from the API (AGENTRUN_TRUSTED__API) and checks the
+        object's grants and Secrets against it; however callers are authenticated, this is where they become authors."""
+        return Author(self.identity, self.groups).annotations(plural)
 
 
 ANONYMOUS = Caller("anonymous")

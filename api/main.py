@@ -31,7 +31,7 @@ from models.names import AGENTRUNS, GROUP, VERSION
 from models.settings import user_agent
 from models.timestamps import parse_rfc3339
 
-from . import admission, codec, console, errors, logs, metrics, runops, schedules
+from . import admission, codec, console, errors, grants, logs, metrics, runops, schedules
 from .auth import TokenFile
 from .deps import CallerDep, Identity, Namespace, State, StateDep
 from .settings import ApiSettings
@@ -127,7 +127,7 @@ async def get_run(name: str, state: StateDep, who: Identity, namespace: Namespac
 
 
 @runs.post("", status_code=201)
-async def create_run(body: CreateRun, state: StateDep, who: Identity,
+async def create_run(body: CreateRun, state: StateDep, who: CallerDep,
                      namespace: Namespace = "default") -> dict[str, Any]:
     spec: dict[str, Any] = {"task": body.task, "agentId": body.agentId}
     if body.sessionKey:
@@ -232,6 +232,7 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
     app.include_router(probes)
     codec.install(app, settings)
     app.include_router(admission.router)  # called by the kube-apiserver over TLS: no bearer token
+    app.include_router(grants.router)  # the same, for Agents, SkillPacks, packs and schedules
     console.install(app, settings)  # the web console at / (after the API's routes: its paths never shadow theirs)
     return app
 

@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from models.base import FieldProblem, parse
 from models.kube import Conflict, NotFound
-from models.names import AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, SCHEDULES, VERSION
+from models.names import AGENTS, API_VERSION, GROUP, SCHEDULES, VERSION
 from models.schedule import (
     ScheduleRef,
     ScheduleSpec,
@@ -41,7 +41,7 @@ from models.schedule import (
 )
 from models.timestamps import rfc3339_exact
 
-from .deps import Identity, Namespace, State, StateDep
+from .deps import CallerDep, Identity, Namespace, State, StateDep
 
 MAX_BACKFILL_TICKS = 1000
 MAX_BACKFILL_SPAN = timedelta(days=366)
@@ -263,13 +263,13 @@ async def get_schedule(name: str, state: StateDep, who: Identity, namespace: Nam
 @router.post("", status_code=201, responses={
     404: {"description": "the Agent does not exist"}, 409: {"description": "a schedule of that name exists"},
     422: {"description": "invalid body: unknown field, bad cron, time zone or catchupWindow (named in loc)"}})
-async def create_schedule(body: CreateSchedule, state: StateDep, who: Identity,
+async def create_schedule(body: CreateSchedule, state: StateDep, who: CallerDep,
                           namespace: Namespace = "default") -> dict[str, Any]:
     spec = body.model_dump(exclude={"name"}, exclude_none=True)
     _validate(spec)
     await _require_agent(state, namespace, body.agentRef)
     obj = {"apiVersion": API_VERSION, "kind": "SympoziumSchedule",
-           "metadata": {"name": body.name, "annotations": {ANNOTATION_CREATED_BY: who}}, "spec": spec}
+           "metadata": {"name": body.name, "annotations": who.stamp(SCHEDULES)}, "spec": spec}
     try:
         return await _kube(state, state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES,
                            obj, action=f"create SympoziumSchedule {namespace}/{body.name}")
@@ -281,7 +281,7 @@ async def create_schedule(body: CreateSchedule, state: StateDep, who: Identity,
 @router.patch("/{name}", responses={
     404: {"description": "no such schedule, or the new Agent does not exist"},
     422: {"description": "invalid change; the merged spec is checked as on create"}})
-async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, who: Identity,
+async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, who: CallerDep,
                           namespace: Namespace = "default") -> dict[str, Any]:
     given = changes.model_dump(exclude_unset=True)
     for key in REQUIRED:
@@ -298,7 +298,10 @@ async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, 
             obj = await _read(state, namespace, name)
         merged = {**(obj.get("spec") or {}), **given}
         _validate({k: v for k, v in merged.items() if v is not None})
-        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": given}
+        body: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": given}
+        if set(given) - {"suspend"}:
+            # What the schedule's runs are given changes: the caller becomes its author (models/authorship.py).
+            body["metadata"]["annotations"] = who.stamp(SCHEDULES)
         try:
             return await _kube(state, state.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace,
                                SCHEDULES, name, body, action=f"update SympoziumSchedule {namespace}/{name}")

@@ -300,3 +300,7 @@ class AgentRunStatus(K8sModel):
     workflow_id: str | None = None
     delegates: list[DelegateStatus] | None = None  # sub-agent runs started under this one
     observed_generation: int | None = None
+    # Who wrote the lifecycle hooks this run executes, as recorded when it started: its creator for its own
+    # spec.lifecycle, else its Agent's author (models/authorship.py). Under a gatePolicy with approvers, its gate hook's
+    # verdict counts only when that is someone other than its creator (api/authority.py).
+    lifecycle_author: str | None = None

@@ -59,6 +59,12 @@ ADMISSION_AGENTS_PATH = "/admission/agents"
 ADMISSION_DEFINITIONS_PATH = "/admission/definitions"
 DEFINITION_KINDS = {"skillpacks": "SkillPack", "personapacks": "PersonaPack", "ensembles": "Ensemble",
                     "models": "Model"}
+# Who wrote what is handed to runs (api/grants.py, models/authorship.py): the mutating webhook that stamps the author
+# of Agents, SkillPacks, schedules and packs, and the validating ones that check a SkillPack's or pack's grants and
+# Secrets, and what a schedule's runs will inherit, against that author (Agents: ADMISSION_AGENTS_PATH).
+ADMISSION_AUTHORS_MUTATE_PATH = "/admission/authors/mutate"
+ADMISSION_PACKS_PATH = "/admission/packs"
+ADMISSION_SCHEDULES_PATH = "/admission/schedules"
 
 # The run's finalizer: the worker removes it once the run's objects are cleaned up.
 RUN_FINALIZER = "agentrun.dev/cleanup"

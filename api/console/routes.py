@@ -283,7 +283,7 @@ async def new_run(request: Request, who: ConsoleSession, form: CheckedForm, stat
             spec["env"] = env
         if model:
             spec["model"] = {"model": model}
-        obj = await runops.create_run(state, who.caller.identity, namespace, agent_ref=agent, spec=spec)
+        obj = await runops.create_run(state, who.caller, namespace, agent_ref=agent, spec=spec)
         return redirect(run_url(namespace, obj["metadata"]["name"]))
     except ValueError as e:
         error = str(e)

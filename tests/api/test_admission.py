@@ -41,6 +41,7 @@ STRICT = {  # the current shape, one of every rule
     "deniedEnv": ["DEBUG"],
 }
 DOCS = {"template": "Restrictive", "requireApproval": ["deploy"]}  # the docs shape
+READ_SLACK = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["slack"]}
 COMPLIANT: dict[str, Any] = {
     "task": "summarise", "sandbox": {"enabled": True},
     "agentSandbox": {"enabled": True, "runtimeClass": "gvisor"},
@@ -85,10 +86,11 @@ def ns(localkube: Handle) -> Iterator[str]:
         ("agentruns", _obj("AgentRun", "up", {"agentRef": "free", "task": "plan"})),
     ]:
         custom.create_namespaced_custom_object(G, V, name, plural, body)
-    # The reviews' user holds what COMPLIANT's lifecycle.rbac grants (no escalation: api/escalation.py).
+    # The reviews' user holds what COMPLIANT's lifecycle.rbac grants (no escalation: api/escalation.py), and may read
+    # the one Secret CHATTY_AGENT names (Secrets by reference).
     rbac = client.RbacAuthorizationV1Api(api)
     rbac.create_namespaced_role(name, {"metadata": {"name": "alice"},  # type: ignore[arg-type]
-                                       "rules": COMPLIANT["lifecycle"]["rbac"]})
+                                       "rules": [*COMPLIANT["lifecycle"]["rbac"], READ_SLACK]})
     rbac.create_namespaced_role_binding(name, {  # type: ignore[arg-type]
         "metadata": {"name": "alice"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "alice"},
@@ -475,6 +477,13 @@ async def test_the_agents_webhook_warns_about_fields_with_no_effect_and_refuses_
     assert resp["allowed"] is True
     assert [w.split(":")[0] for w in resp["warnings"]] == [
         "spec.channels", "spec.memory", "spec.mcpServers", "spec.agents.default.providerHeaders"]
+    # Written by someone who may not read the Secret its channel names, it is refused (Secrets by reference).
+    body = agent_review(ns, CHATTY_AGENT)
+    body["request"]["userInfo"] = {"username": "mallory", "groups": ["system:authenticated"]}
+    resp = (await webhook.post("/admission/agents", json=body)).json()["response"]
+    assert resp["allowed"] is False and resp["status"]["code"] == 403
+    assert resp["status"]["message"].startswith('spec.channels[0].configRef.secret: "mallory" may not get Secret '
+                                                f'"slack" in namespace "{ns}"'), resp
     warm = {"agents": {"default": {"model": "m", "agentSandbox": {"enabled": True, "warmPool": {"size": 2}}}}}
     resp = (await webhook.post("/admission/agents", json=agent_review(ns, warm))).json()["response"]
     assert resp["allowed"] is False and resp["status"]["code"] == 403
