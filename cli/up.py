@@ -150,12 +150,15 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
                      if line.strip() and not line.startswith("#"))
     webhook_port = free_port()
     tls = ensure_tls(state_dir / "webhook-tls")
-    # Every process here uses the admin kubeconfig, so the API's runs reach the webhook as localkube's admin: the
-    # creator it stamps (its token's identity) is kept.
+    # Every process here uses the admin kubeconfig, so the API's runs, the worker's ticks and the bridge's stamped
+    # Agents reach the webhooks as localkube's admin: the author each carries (its caller, the schedule's, the
+    # pack's) is kept. (That admin may carry any author: it is the cluster's administrator anyway.)
+    trusted = json.dumps([ADMIN.name])
     api = _spawn("api", [sys.executable, "-m", "api"],
                  {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port),
                   "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
-                  "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name]),
+                  "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED__API": trusted,
+                  "AGENTRUN_TRUSTED__WORKER": trusted, "AGENTRUN_TRUSTED__BRIDGE": trusted,
                   # The UI's page calls the codec from its own origin (by either name of the host).
                   "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([temporal.ui_url,
                                                              f"http://localhost:{temporal.ui_port}"]),
