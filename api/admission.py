@@ -1,7 +1,6 @@
 """The admission webhooks for AgentRuns (SPEC §1.5, §4): validating `POST /admission/agentruns` and mutating
-`POST /admission/agentruns/mutate`; for Agents, validating `POST /admission/agents` (no escalation through their
-lifecycle RBAC defaults, api/escalation.py); and for SkillPacks, PersonaPacks, Ensembles and Models, validating
-`POST /admission/definitions`, which refuses nothing and warns of the fields that have no effect here.
+`POST /admission/agentruns/mutate`; and the AdmissionReview plumbing the other kinds' webhooks share (api/grants.py:
+Agents, SkillPacks, packs, schedules, the authors they record).
 
 The kube-apiserver calls it over TLS (deploy/webhook.yaml), so it lives outside `/api/` and takes
 no bearer token. It answers AdmissionReview `admission.k8s.io/v1` with the same evaluation the
@@ -11,8 +10,9 @@ check is what protects a cluster without the webhook, the webhook only refuses e
 
 What it refuses, and why only that:
 - Policy rules and the always-denied env keys (`PolicyViolation`): 403 naming the field and rule; so are fields
-  asking for an execution backend we do not offer (`models.compat.Unsupported`: `mode: server`, warm pools), on
-  AgentRuns and Agents alike.
+  asking for an execution backend we do not offer (`models.compat.Unsupported`: `mode: server`, warm pools).
+- Text over its bound (`models.bounds.Uncarriable`): 422 naming the field. Such a run could not even be carried by its
+  workflow (it sat `Pending` for ever), so it is never admitted with a warning.
 - Sympozium fields that have no effect here (channels, memory, ...: `models.compat`) are admitted with a warning
   naming each (kubectl prints it); a run's status repeats them in its `FieldsIgnored` condition.
 - A missing Agent, an unreadable Agent spec, a bad duration or any other spec problem is admitted
@@ -23,22 +23,27 @@ What it refuses, and why only that:
   saying so. Whether the apiserver admits a run when the webhook itself is down is the webhook
   configuration's `failurePolicy`.
 
-A run's `lifecycle.rbac` (or the Agent's defaults it inherits) may grant only what the requesting user holds
-(api/escalation.py): 403 naming the rule and the missing permission.
+What a run is handed is checked against its author (api/escalation.py): its `lifecycle.rbac` (or the Agent's defaults
+it inherits) and its SkillPacks' sidecar rules may grant only what the author holds, every Secret its own spec names
+(models/secretrefs.py) needs `get` for them, and a run borrowing its Agent's provider key may not send it elsewhere
+unless they may read it (`models.secretrefs.key_redirects`): 403 naming the field. The author is the requesting user,
+or, for a run a control plane component creates for someone (the API for its caller, the worker for a schedule's
+author), the `agentrun.dev/created-by` stamp it carries (models/authorship.py).
 
 UPDATEs are evaluated only when `spec` changed: metadata changes (the finalizer the worker adds
 and removes, the gate-verdict annotation) are never evaluated against the spec rules, so a policy tightened
 while a run is in flight can never wedge its cleanup or its gate. DELETE, CONNECT and subresources are admitted.
 
 Authentic verdicts (SPEC §4) are the other half, and need both webhooks. The mutating one stamps who wrote
-what: a new run's `agentrun.dev/created-by` (the requesting user, or — from a trusted creator, the API — the
-identity it set), and on a change of the verdict annotation `sympozium.ai/gate-verdict-by` = the writer (removed
+what: a new run's `agentrun.dev/created-by` and `created-by-groups` (the requesting user, or the author a trusted
+component carries), and on a change of the verdict annotation `sympozium.ai/gate-verdict-by` = the writer (removed
 with the verdict). The validating one then refuses a verdict on a new run, a `gate-verdict-by` that is not the
-writer, any change of `created-by`, and a verdict from anyone but the run's gate hook (its lifecycle
+writer, any change of the creator stamp, and a verdict from anyone but the run's gate hook (its lifecycle
 ServiceAccount) or an approver of the Agent's policy (`gatePolicy`, and never the creator under
-`requireDistinctApprover`). Removing the verdict stays allowed (the worker's gate step removes a stale one).
-Those refusals never reach a workflow, so each is recorded as a `VerdictRefused` Event on the run
-(`api/authority.py`), logged and counted.
+`requireDistinctApprover`); under a policy with approvers the gate hook itself decides only when someone other than
+the creator wrote it (`status.lifecycleAuthor`, api/authority.py). Removing the verdict stays allowed (the worker's gate
+step removes a stale one). Those refusals never reach a workflow, so each is recorded as a `VerdictRefused` Event on
+the run (`api/authority.py`), logged and counted.
 """
 
 from __future__ import annotations

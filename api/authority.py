@@ -4,7 +4,8 @@ The API keeps two of the doors a verdict comes through: the admission webhook, w
 `sympozium.ai/gate-verdict` annotation with the writer's Kubernetes identity (`api/admission.py`), and
 `POST /api/v1/runs/{name}/gate-verdict`, which knows the caller by its bearer token (`api/main.py`). Both ask the
 same question here — what does the run's Agent's policy say in `gatePolicy`, and who created the run — so the two
-doors refuse the same people. A refused verdict never reaches the workflow, so it is recorded here: a Warning
+doors refuse the same people. The annotation door also asks who wrote the gate hook (`status.lifecycleAuthor`): under
+approvers, a hook its run's creator wrote is that creator approving their own run. A refused verdict never reaches the workflow, so it is recorded here: a Warning
 Event `VerdictRefused` on the run naming who and why, a log line, and the API's metric.
 """
 

@@ -32,8 +32,9 @@ LABEL_MANAGED = "app.kubernetes.io/managed-by"
 MANAGED_BY = "agentrun"
 
 ANNOTATION_WORKFLOW = "agentrun.dev/workflow-id"
-# Who created the run: stamped by the mutating admission webhook (the requesting user), or by the API with its
-# token's identity (the webhook keeps that one when the API is a trusted creator). No one may change it later.
+# Who created the run: stamped by the mutating admission webhook (the requesting user), or carried by the control
+# plane component that creates it for someone (the API its caller, the worker a schedule's author; models/authorship.py,
+# which also holds its groups' annotation). No one may change it later.
 ANNOTATION_CREATED_BY = "agentrun.dev/created-by"
 ANNOTATION_TICK = "agentrun.dev/tick-workflow"
 ANNOTATION_TICK_TIME = "agentrun.dev/tick-time"
