@@ -29,6 +29,7 @@ from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.base import FieldProblem, parse
+from models.bounds import TASK_MAX_BYTES
 from models.kube import Conflict, NotFound
 from models.names import AGENTS, API_VERSION, GROUP, SCHEDULES, VERSION
 from models.schedule import (
@@ -73,6 +74,8 @@ Overlap = Literal["Forbid", "Allow", "Replace"]
 FirstTick = Literal["immediate", "afterInterval"]
 AgentName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 Text = Annotated[str, Field(min_length=1)]
+# A schedule's task, bounded as the CRD bounds it (models/bounds.py): each tick's run carries it.
+Task = Annotated[str, Field(min_length=1, max_length=TASK_MAX_BYTES)]
 
 
 class CreateSchedule(BaseModel):
@@ -84,7 +87,7 @@ class CreateSchedule(BaseModel):
     # instanceRef / input: the older names Sympozium's docs still show; stored under the current names.
     agentRef: AgentName = Field(validation_alias=AliasChoices("agentRef", "instanceRef"))
     schedule: Text = Field(description="5-field cron, a descriptor (@hourly, ...) or @every <duration>")
-    task: Text = Field(validation_alias=AliasChoices("task", "input"))
+    task: Task = Field(validation_alias=AliasChoices("task", "input"))
     type: ScheduleType | None = None
     suspend: bool | None = None
     concurrencyPolicy: Overlap | None = None
@@ -101,7 +104,7 @@ class ScheduleChanges(BaseModel):
 
     agentRef: AgentName | None = Field(None, validation_alias=AliasChoices("agentRef", "instanceRef"))
     schedule: Text | None = None
-    task: Text | None = Field(None, validation_alias=AliasChoices("task", "input"))
+    task: Task | None = Field(None, validation_alias=AliasChoices("task", "input"))
     type: ScheduleType | None = None
     suspend: bool | None = None
     concurrencyPolicy: Overlap | None = None

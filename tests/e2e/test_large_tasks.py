@@ -85,6 +85,11 @@ def test_through_the_api_a_task_over_its_bound_is_a_422_naming_the_field_and_a_l
     wide = _create(authority_api, ns, WIDE)  # the API counts characters; the webhook's bytes refuse it
     assert wide.status_code == 422, wide.text[:500]
     assert f"spec.task: at most {TASK_MAX_BYTES} bytes (UTF-8)" in wide.json()["detail"], wide.text[:500]
+    schedule = httpx.post(f"{authority_api.base}/api/v1/schedules", params={"namespace": ns}, timeout=60,
+                          headers={"Authorization": f"Bearer {ALICE}"},
+                          json={"name": "huge", "agentRef": "helper", "schedule": "@daily", "task": HUGE})
+    assert schedule.status_code == 422, schedule.text[:500]
+    assert schedule.json()["detail"][0]["loc"] == ["body", "task"], schedule.text[:500]
     made = _create(authority_api, ns, LONG)
     assert made.status_code == 201, made.text[:500]
     name = made.json()["metadata"]["name"]
