@@ -228,7 +228,7 @@ def refuse(uid: str, code: int, reason: str, message: str) -> AdmissionResponse:
 def _check_resource(req: AdmissionRequest) -> None:
     if (req.resource.group, req.resource.resource) != (GROUP, "agentruns"):
         raise bad(f"this webhook admits {GROUP} agentruns, not {req.resource.group or 'core'} "
-                   f"{req.resource.resource!r}")
+                  f"{req.resource.resource!r}")
 
 
 def metadata(obj: dict[str, Any] | None, where: str) -> ObjectMeta:
@@ -322,8 +322,8 @@ async def _authenticity(state: State, req: AdmissionRequest, obj: dict[str, Any]
         why = str(e) or f"reading the Agent and policy took over {EVALUATE_TIMEOUT_SECONDS:g}s"
         log.warning("refused a verdict on AgentRun %s/%s from %s: %s", ns, meta.name, who, why)
         return refuse(req.uid, 503, "ServiceUnavailable",
-                       f"cannot check who may decide this run against its Agent's policy, so the verdict is refused: "
-                       f"{why}")
+                      f"cannot check who may decide this run against its Agent's policy, so the verdict is refused: "
+                      f"{why}")
     refusal = authority.annotation_refusal(who, req.user_info.groups, namespace=ns, run=meta.name or req.name)
     if refusal is not None:
         return await _refuse_verdict(state, req, obj, ns, refusal)
@@ -376,11 +376,11 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     except TimeoutError:
         log.warning("refused AgentRun %s: reading its Agent and policy took over %ss", who, EVALUATE_TIMEOUT_SECONDS)
         return refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run against its Agent's policy, so it "
-                       f"is refused: reading the Agent and policy took over {EVALUATE_TIMEOUT_SECONDS:g}s")
+                      f"is refused: reading the Agent and policy took over {EVALUATE_TIMEOUT_SECONDS:g}s")
     except Unreadable as e:
         log.warning("refused AgentRun %s: %s", who, e)
         return refuse(req.uid, 503, "ServiceUnavailable",
-                       f"cannot check the run against its Agent's policy, so it is refused: {e}")
+                      f"cannot check the run against its Agent's policy, so it is refused: {e}")
     if isinstance(ev.problem, PolicyViolation):
         log.info("refused AgentRun %s: %s", who, ev.problem)
         return refuse(req.uid, 403, "Forbidden", str(ev.problem))

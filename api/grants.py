@@ -118,8 +118,10 @@ def author_stamps(state: State, req: AdmissionRequest) -> dict[str, str | None]:
     plural = req.resource.resource
     if not _acts(req):
         return {}
-    if carries(state, req, plural) and authorship.read(plural, req.obj) is not None:
-        return {}  # the bridge for a pack's author, the API for its caller: the stamp it carries stays
+    if carries(state, req, plural):
+        # The bridge for a pack's author, the API for its caller: the stamp it carries stays. Carrying none (a pack
+        # written while no webhook recorded its author), it records none: the component is nobody's author.
+        return {}
     if req.operation == "UPDATE" and authorship.grants(plural, req.obj) == authorship.grants(plural, req.old_object):
         return {}  # nothing granted changed: whoever wrote it still did
     stamp = writer(req).annotations(plural)

@@ -282,8 +282,10 @@ async def test_the_author_is_stamped_on_creation_and_on_every_change_of_what_is_
     hook["spec"]["agents"]["default"]["lifecycle"]["postRun"][0]["command"] = ["true"]
     assert (await mutations(webhook, request(ns, "agents", hook, "ops", op="UPDATE", old=stamped)))[
         "agentrun.dev/author"] == "ops"
-    # The bridge's Agents carry their pack's author; a user's claim is replaced.
+    # The bridge's Agents carry their pack's author (none, for a pack that records none: the bridge is nobody's
+    # author, so such an Agent's gate hook cannot decide under approvers); a user's claim is replaced.
     assert await mutations(webhook, request(ns, "agents", stamped, "the-bridge")) == {}
+    assert await mutations(webhook, request(ns, "agents", body, "the-bridge")) == {}
     assert (await mutations(webhook, request(ns, "agents", stamped, "runner")))["agentrun.dev/author"] == "runner"
     schedule = _obj("SympoziumSchedule", "s", {"agentRef": "hooked", "schedule": "@daily", "task": "t"})
     assert (await mutations(webhook, request(ns, "sympoziumschedules", schedule, "runner")))[
