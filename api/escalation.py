@@ -165,13 +165,6 @@ async def _allowed(kube: Kube, who: Requester, namespace: str, p: Permission) ->
     return bool(review.status and review.status.allowed)
 
 
-async def escalation(kube: Kube, who: Requester, namespace: str,
-                     rules: list[tuple[str, RBACRule]]) -> Refusal | None:
-    """The first rule `who` could not exercise themselves, as a refusal naming the rule and the missing permission;
-    None when they hold every permission the rules grant. `Unreviewable` when the apiserver cannot be asked."""
-    return await refusal(kube, who, namespace, Grants(rules=rules))
-
-
 async def refusal(kube: Kube, who: Requester, namespace: str, grants: Grants) -> Refusal | None:
     """The first grant `who` does not hold, as a refusal naming its field and what is missing; None when they hold
     all of them. `Unreviewable` when the apiserver cannot be asked (the caller fails closed)."""
@@ -187,10 +180,11 @@ async def refusal(kube: Kube, who: Requester, namespace: str, grants: Grants) ->
     results = dict(zip(unique, await asyncio.gather(*(_allowed(kube, who, ns, p) for ns, p in unique)), strict=True))
     for field_name, ns, p in asked:
         if not results[(ns, p)]:
-            where = f'in namespace "{ns}" to the run\'s hooks' if ns else "cluster-wide (a ClusterRole)"
+            where = f'in namespace "{ns}"' if ns else "cluster-wide (a ClusterRole)"
             return Refusal(RULE_ESCALATION,
                            f'{field_name}: "{who.username}" may not grant {p.describe()} {where}: it does not hold '
-                           "that permission itself (nobody can give their hooks permissions they do not hold)")
+                           "that permission itself (nobody can give a run's hooks or sidecars permissions they do not "
+                           "hold)")
     for field_name, ns, p in secrets:
         if not results[(ns, p)]:
             return Refusal(RULE_SECRET,
