@@ -118,10 +118,8 @@ def author_stamps(state: State, req: AdmissionRequest) -> dict[str, str | None]:
     plural = req.resource.resource
     if not _acts(req):
         return {}
-    if carries(state, req, plural):
-        # The bridge for a pack's author, the API for its caller: the stamp it carries stays. Carrying none (a pack
-        # written while no webhook recorded its author), it records none: the component is nobody's author.
-        return {}
+    if carries(state, req, plural) and _carried(plural, req.obj):
+        return {}  # the bridge for a pack's author, the API for its caller: the stamp it carries stays
     if req.operation == "UPDATE" and authorship.grants(plural, req.obj) == authorship.grants(plural, req.old_object):
         return {}  # nothing granted changed: whoever wrote it still did
     stamp = writer(req).annotations(plural)
@@ -135,6 +133,12 @@ async def mutate_author(request: Request, state: StateDep) -> dict[str, Any]:
     """Stamp who wrote what an Agent, SkillPack, schedule or pack grants (a JSONPatch of two annotations)."""
     review = parse_review(await request.body())
     return answer(patched(review.request, author_stamps(state, review.request)))
+
+
+def _carried(plural: str, obj: dict[str, Any] | None) -> bool:
+    """Whether the object carries an author stamp: a name, or the empty one the bridge carries for a pack that records
+    no author (written while no webhook ran: the bridge is nobody's author, so what it stamps out records none)."""
+    return stamp_of(plural, obj)[0] is not None
 
 
 @dataclass(frozen=True)
@@ -151,8 +155,10 @@ def authored(state: State, req: AdmissionRequest) -> Authored | Refusal:
     new_stamp, old_stamp = stamp_of(plural, obj), stamp_of(plural, old)
     changed = req.operation == "CREATE" or authorship.grants(plural, obj) != authorship.grants(plural, old)
     carried = authorship.read(plural, obj)
-    if carries(state, req, plural) and carried is not None:
-        return Authored(Requester.of(carried), changed or new_stamp != old_stamp)
+    if carries(state, req, plural) and _carried(plural, obj):
+        # Checked as the author it carries; carrying the empty stamp (no author known), as the component itself.
+        who_else = Requester.of(carried) if carried is not None else req.user_info.requester()
+        return Authored(who_else, changed or new_stamp != old_stamp)
     who, keys = req.user_info.username, stamp_keys(plural)
     if changed:
         expected = writer(req).annotations(plural)

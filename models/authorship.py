@@ -55,6 +55,12 @@ class Author:
         return {name: self.username, groups: json.dumps(list(self.groups), separators=(",", ":"))}
 
 
+# The stamp a component carries for an author it does not know (a pack written while no webhook recorded one): the
+# bridge is nobody's author, so what it stamps out from such a pack records none (`read` gives None) and is checked as
+# the bridge, as before authors were recorded; such an Agent's gate hook never decides under gatePolicy approvers.
+UNKNOWN = {ANNOTATION_AUTHOR: ""}
+
+
 def stamp_keys(plural: str) -> tuple[str, str]:
     return KEYS[plural]
 

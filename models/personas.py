@@ -125,10 +125,11 @@ def stamped_hash(obj: Obj, label_keys: list[str] | None = None) -> str:
 def _notes(obj: Obj, pack: Pack, plural: str) -> dict[str, str]:
     """The annotations of a stamped object: what the pack asked for, and (until the cluster prunes part of it,
     which the bridge then notes) what the cluster keeps of it; and the pack's author, which the admission webhook
-    checks the object's grants against (the bridge that writes it is trusted to carry it, models/authorship.py)."""
+    checks the object's grants against (the bridge that writes it is trusted to carry it, models/authorship.py), or
+    the empty stamp of an author not known (the bridge is nobody's author)."""
     return {ANNOTATION_STAMPED: stamped_hash(obj),
             ANNOTATION_STORED: stamped_hash(obj, list(obj["metadata"]["labels"])),
-            **(pack.author.annotations(plural) if pack.author is not None else {})}
+            **(pack.author.annotations(plural) if pack.author is not None else authorship.UNKNOWN)}
 
 
 def interval_to_cron(interval: str, offset: int) -> str:

@@ -282,10 +282,14 @@ async def test_the_author_is_stamped_on_creation_and_on_every_change_of_what_is_
     hook["spec"]["agents"]["default"]["lifecycle"]["postRun"][0]["command"] = ["true"]
     assert (await mutations(webhook, request(ns, "agents", hook, "ops", op="UPDATE", old=stamped)))[
         "agentrun.dev/author"] == "ops"
-    # The bridge's Agents carry their pack's author (none, for a pack that records none: the bridge is nobody's
-    # author, so such an Agent's gate hook cannot decide under approvers); a user's claim is replaced.
+    # The bridge's Agents carry their pack's author, or the empty stamp for a pack that records none (the bridge is
+    # nobody's author, so such an Agent's gate hook cannot decide under approvers); a user's claim is replaced.
     assert await mutations(webhook, request(ns, "agents", stamped, "the-bridge")) == {}
-    assert await mutations(webhook, request(ns, "agents", body, "the-bridge")) == {}
+    unknown = {**body, "metadata": {**body["metadata"], "annotations": {"agentrun.dev/author": ""}}}
+    assert await mutations(webhook, request(ns, "agents", unknown, "the-bridge")) == {}
+    assert (await admit(webhook, request(ns, "agents", unknown, "the-bridge")))["status"]["message"].startswith(
+        'spec.agents.default.lifecycle.rbac[0]: "the-bridge" may not grant'), "checked as the bridge itself"
+    assert (await mutations(webhook, request(ns, "agents", body, "the-bridge")))["agentrun.dev/author"] == "the-bridge"
     assert (await mutations(webhook, request(ns, "agents", stamped, "runner")))["agentrun.dev/author"] == "runner"
     schedule = _obj("SympoziumSchedule", "s", {"agentRef": "hooked", "schedule": "@daily", "task": "t"})
     assert (await mutations(webhook, request(ns, "sympoziumschedules", schedule, "runner")))[

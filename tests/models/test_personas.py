@@ -199,4 +199,6 @@ def test_what_a_pack_stamps_out_carries_its_author_without_changing_its_hash() -
         notes = made["metadata"]["annotations"]
         assert (notes["agentrun.dev/author"], notes["agentrun.dev/author-groups"]) == ("alice", '["team-a"]')
         assert notes[ANNOTATION_STAMPED] == before["metadata"]["annotations"][ANNOTATION_STAMPED]
-        assert "agentrun.dev/author" not in before["metadata"]["annotations"]
+        # A pack that records no author: the empty stamp (the bridge is nobody's author).
+        assert before["metadata"]["annotations"]["agentrun.dev/author"] == ""
+        assert "agentrun.dev/author-groups" not in before["metadata"]["annotations"]
