@@ -783,11 +783,11 @@ class App:
         elif verb == "patch":
             ctype = req.headers.get("content-type", "")
             if ctype.startswith("application/apply-patch"):
-                # The write's answer is the object alone (what a webhook's commit returns too); whether it was
-                # created or changed is noted on the side, by the attempt that was stored.
-                outcome: dict[str, int] = {}
-                obj = await self._admitted(ctx, lambda: self._server_side_apply(req, rt, ns, route, ctx, outcome))
-                await self._send_obj(send, req, rt, outcome["code"], obj, self._warnings(ctx))
+                # 201 when the apply creates the object. The write itself answers only the object: with admission
+                # webhooks to call, _admitted stores what the write left pending and answers that.
+                created = self.api.find(rt, ns, route.name) is None
+                obj = await self._admitted(ctx, lambda: self._server_side_apply(req, rt, ns, route, ctx))
+                await self._send_obj(send, req, rt, 201 if created else 200, obj, self._warnings(ctx))
                 return
             obj = await self._admitted(
                 ctx, lambda: self.api.patch(rt, ns, route.name, ctype, req.body, ctx, route.subresource))
@@ -930,10 +930,8 @@ class App:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise bad_request(f"couldn't get version/kind; json parse error: {e}") from e
 
-    def _server_side_apply(self, req: Request, rt: ResourceType, ns: str, route: Route, ctx: Ctx,
-                           outcome: dict[str, int]) -> Obj:
-        """Apply without field ownership: creates when absent, otherwise merges (see README). `outcome["code"]` is
-        set to 201 (created) or 200 before the write, which may return only after admission webhooks (`Pending`)."""
+    def _server_side_apply(self, req: Request, rt: ResourceType, ns: str, route: Route, ctx: Ctx) -> Obj:
+        """Apply without field ownership: creates when absent, otherwise merges (see README)."""
         try:
             body = yaml.safe_load(req.body)
         except yaml.YAMLError as e:
@@ -944,10 +942,8 @@ class App:
             raise bad_request("PATCH requests with apply content type must specify a fieldManager")
         if self.api.find(rt, ns, route.name) is None:
             body.setdefault("metadata", {})["name"] = route.name
-            outcome["code"] = 201
             return self.api.create(rt, ns, body, ctx)
         ctype = "application/merge-patch+json" if rt.is_custom else "application/strategic-merge-patch+json"
-        outcome["code"] = 200
         return self.api.patch(rt, ns, route.name, ctype, json.dumps(body).encode(), ctx, route.subresource)
 
     def _wants_table(self, req: Request) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from kubernetes import client, config
 
 from api.admission import READ_TIMEOUT_SECONDS
@@ -28,6 +29,7 @@ from models.bounds import SYSTEM_PROMPT_MAX_BYTES, TASK_MAX_BYTES
 from models.policy import ALWAYS_DENIED_ENV
 
 G, V = "sympozium.ai", "v1alpha1"
+DEFAULT_EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "policies" / "default.yaml").read_text()
 TOKEN = "t-admission-0123456789"
 
 STRICT = {  # the current shape, one of every rule
@@ -266,6 +268,23 @@ async def test_the_default_template_admits_execute_command_with_a_warning(
     spec = {"task": "t", "toolPolicy": {"allow": ["execute_command"]}}
     resp = await admit(webhook, review(ns, run(ns, "asker", spec)))
     assert resp["allowed"] is True and "execute_command" in resp["warnings"][0]
+
+
+async def test_the_default_policy_example_warns_only_of_what_it_asks_for(webhook: httpx.AsyncClient, ns: str,
+                                                                          app_state: tuple[ApiSettings, State]) -> None:
+    """examples/policies/default.yaml applied as it is: a run under it is told that execute_command needs an
+    approval, and nothing of the policy is reported as having no effect here."""
+    example = yaml.safe_load(DEFAULT_EXAMPLE)
+    custom = client.CustomObjectsApi(app_state[1].kube.api)
+    custom.create_namespaced_custom_object(G, V, ns, "sympoziumpolicies", {
+        **example, "metadata": {"name": "default-example"}})
+    custom.create_namespaced_custom_object(G, V, ns, "agents", _obj("Agent", "by-example", {
+        "agents": {"default": {"model": "m"}}, "policyRef": "default-example"}))
+    resp = await admit(webhook, review(ns, run(ns, "by-example", {"task": "t"})))
+    assert resp["allowed"] is True and not [w for w in resp.get("warnings") or [] if "has no effect" in w], resp
+    spec = {"task": "t", "toolPolicy": {"allow": ["execute_command"]}}
+    resp = await admit(webhook, review(ns, run(ns, "by-example", spec)))
+    assert resp["allowed"] is True and len(resp["warnings"]) == 1 and "execute_command" in resp["warnings"][0]
 
 
 async def test_a_legacy_sympozium_instance_and_its_policy_are_enforced(
@@ -551,3 +570,14 @@ async def test_a_task_or_agent_text_over_its_bound_is_refused_422_naming_the_fie
     resp = (await webhook.post("/admission/agents", json=agent_review(ns, long_prompt))).json()["response"]
     assert resp["allowed"] is False and resp["status"]["code"] == 422
     assert resp["status"]["message"].startswith(f"spec.systemPrompt: at most {SYSTEM_PROMPT_MAX_BYTES} bytes"), resp
+
+
+async def test_a_misspelt_provider_is_refused_with_the_name_it_resembles(webhook: httpx.AsyncClient,
+                                                                         ns: str) -> None:
+    """A provider name close to a known one, with no baseURL, would fail the run at start: refused at once instead."""
+    resp = await admit(webhook, review(ns, run(ns, "free", {"task": "t", "model": {"provider": "opneai"}})))
+    assert_refused(resp, "spec.model.provider", 'unknown provider "opneai": did you mean "openai"?')
+    # A name of its own with a baseURL is an OpenAI-compatible endpoint, not a typo.
+    resp = await admit(webhook, review(ns, run(ns, "free", {"task": "t", "model": {
+        "provider": "opneai", "baseURL": "http://models.example/v1"}})))
+    assert resp["allowed"] is True
