@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 from models import run_logs
 from models.agentrun import AgentRunStatus, DelegateStatus
 from models.base import FieldProblem, PolicyViolation
-from models.evaluate import Reader, RunLister, evaluate_run
+from models.evaluate import Reader, RunLister, evaluate_run, lifecycle_author
 from models.events import RunEvent
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.informer import Informer
@@ -187,7 +187,8 @@ class KubeActivities:
             await self._link_parent(run, ev.parent_run)
         out = Resolution(fallback_poll_seconds=self.fallback_poll_seconds, agent_name=ev.agent_name,
                          resolved=ev.resolved, problem=str(ev.problem) if ev.problem else None,
-                         problem_is_policy=isinstance(ev.problem, PolicyViolation), ignored=ev.ignored)
+                         problem_is_policy=isinstance(ev.problem, PolicyViolation), ignored=ev.ignored,
+                         lifecycle_author=lifecycle_author(run, ev))
         if out.resolved is not None:
             # maxConcurrent: the run will wait for a slot of its Agent, in creation order.
             try:
@@ -373,6 +374,24 @@ class KubeActivities:
                 await self._delete(self.core.delete_namespaced_secret, name, ns)
                 await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
 
+    async def _ensure_input(self, run: ResolvedRun, attempt: int) -> None:
+        """The Secret with the run's task or system prompt too long for an env var (activities/manifests.py), for
+        the agent to read as files; a run whose texts fit env vars has none. Its content follows from the resolved
+        run alone, so one found at a later attempt is this run's first attempt's; one found at the first (an
+        earlier try of this step, or a leftover of a deleted same-named run) is replaced, since the worker never
+        reads a Secret. Owned by the run: it goes with the run object."""
+        body = mf.input_secret(run)
+        if body is None:
+            return
+        ns, name = run.ref.namespace, body["metadata"]["name"]
+        try:
+            await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
+        except Conflict:
+            if attempt > 1:
+                return
+            await self._delete(self.core.delete_namespaced_secret, name, ns)
+            await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
+
     async def _delete_skill_rbac(self, run: ResolvedRun) -> None:
         ns, uid = run.ref.namespace, run.ref.uid
         for p in run.sidecars:
@@ -425,6 +444,7 @@ class KubeActivities:
             body = mf.prerun_job(run, workflow_id=req.workflow_id)
         elif req.component == "agent-run":
             await self._ensure_skill_rbac(run)
+            await self._ensure_input(run, req.attempt)
             body = mf.agent_job(run, workflow_id=req.workflow_id, attempt=req.attempt, task=req.task)
         else:
             body = mf.postrun_job(run, workflow_id=req.workflow_id, agent_exit_code=req.agent_exit_code,
@@ -687,7 +707,7 @@ class KubeActivities:
         resolution = await self.resolve_run(StartRun(ref=req.ref, resource_version=req.resource_version,
                                                      finalizers=req.finalizers))
         status = AgentRunStatus(phase=Phase.PENDING, started_at=req.started_at, workflow_id=req.workflow_id,
-                                observed_generation=req.ref.generation)
+                                observed_generation=req.ref.generation, lifecycle_author=resolution.lifecycle_author)
         await self._write_status(req.ref, StatusUpdate(status=status), first=True)
         return resolution
 

@@ -7,11 +7,13 @@ the run's labels, so a retried create finds (and adopts) what an earlier attempt
 
 from __future__ import annotations
 
+import base64
 from copy import deepcopy
 from typing import Any
 
 from activities import skill_manifests as skm
 from models import names
+from models.bounds import ENV_TEXT_MAX_BYTES, utf8_len
 from models.names import (
     AGENT_SERVICE_ACCOUNT,
     ANNOTATION_WORKFLOW,
@@ -228,6 +230,35 @@ def prerun_job(run: ResolvedRun, *, workflow_id: str) -> Manifest:
     return _job(run, "prerun", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=hook_deadline(run.pre_run))
 
 
+# The run's input Secret (long task and system prompt) in the agent container, and the files the agent reads.
+INPUT_VOLUME = "input"
+INPUT_PATH = "/agent-input"
+INPUT_KEYS = {"TASK": "task", "SYSTEM_PROMPT": "system-prompt"}  # Sympozium's keys of its `<run>-input`
+
+
+def _long_inputs(run: ResolvedRun) -> dict[str, str]:
+    """The task and system prompt too long for an env var (models/bounds.py), by env name: they go as files."""
+    texts = {"TASK": run.task, "SYSTEM_PROMPT": run.system_prompt}
+    return {k: v for k, v in texts.items() if utf8_len(v) > ENV_TEXT_MAX_BYTES}
+
+
+def input_secret(run: ResolvedRun) -> Manifest | None:
+    """The Secret holding the long task or system prompt for the agent's files; None when both fit env vars."""
+    long = _long_inputs(run)
+    if not long:
+        return None
+    data = {INPUT_KEYS[k]: base64.b64encode(v.encode("utf-8")).decode() for k, v in long.items()}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": _meta(run, names.input_name(run.ref.name), "input"), "data": data}
+
+
+def _text_env(run: ResolvedRun, name: str, text: str) -> list[Manifest]:
+    """`TASK` (or `SYSTEM_PROMPT`) itself, or `TASK_FILE` naming the file when it is too long for one."""
+    if name in _long_inputs(run):
+        return [{"name": f"{name}_FILE", "value": f"{INPUT_PATH}/{INPUT_KEYS[name]}"}]
+    return [{"name": name, "value": text}]
+
+
 def agent_env(run: ResolvedRun) -> list[Manifest]:
     m = run.model
     env = _env([
@@ -236,8 +267,9 @@ def agent_env(run: ResolvedRun) -> list[Manifest]:
         ("AGENT_NAMESPACE", run.ref.namespace),
         ("AGENT_ID", run.agent_id),
         ("SESSION_KEY", run.session_key),
-        ("TASK", run.task),
-        ("SYSTEM_PROMPT", run.system_prompt),
+    ])
+    env += _text_env(run, "TASK", run.task) + _text_env(run, "SYSTEM_PROMPT", run.system_prompt)
+    env += _env([
         ("MODEL_PROVIDER", m.provider),
         ("MODEL_NAME", m.model),
         ("MODEL_BASE_URL", m.base_url),
@@ -255,15 +287,20 @@ def agent_env(run: ResolvedRun) -> list[Manifest]:
 
 
 def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str | None = None) -> Manifest:
-    """The agent's Job; a retried attempt has its own name and the task that carries the reviewer's feedback."""
+    """The agent's Job; a retried attempt has its own name and the task that carries the reviewer's feedback (cut
+    to fit an env var, models/gate.py). A long task or system prompt is read from the run's input Secret."""
     env = agent_env(run)
     if task is not None:
-        env = [{"name": "TASK", "value": task} if e["name"] == "TASK" else e for e in env]
+        env = [{"name": "TASK", "value": task} if e["name"] in ("TASK", "TASK_FILE") else e for e in env]
     env += skm.agent_skill_env(run)
-    agent = {"name": "agent", "image": run.image, "env": env, "volumeMounts": _mounts(run) + skm.agent_skill_mounts(run),
+    mounts, volumes = _mounts(run) + skm.agent_skill_mounts(run), _volumes(run) + skm.skills_volumes(run)
+    if _long_inputs(run):
+        mounts.append({"name": INPUT_VOLUME, "mountPath": INPUT_PATH, "readOnly": True})
+        volumes.append({"name": INPUT_VOLUME, "secret": {"secretName": names.input_name(run.ref.name)}})
+    agent = {"name": "agent", "image": run.image, "env": env, "volumeMounts": mounts,
              "securityContext": dict(SECURE_CONTAINER), "resources": run.resources.wire()}
     pod: Manifest = {"serviceAccountName": AGENT_SERVICE_ACCOUNT, "automountServiceAccountToken": False,
-                     "containers": [agent], "volumes": _volumes(run) + skm.skills_volumes(run)}
+                     "containers": [agent], "volumes": volumes}
     sidecars = skm.sidecar_containers(run, _mounts(run))
     if sidecars:
         pod["initContainers"] = sidecars

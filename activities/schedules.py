@@ -17,6 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from models import authorship
 from models.agentrun import TERMINAL_PHASES
 from models.kube import Conflict, Kube, NotFound
 from models.names import (
@@ -149,11 +150,16 @@ class ScheduleActivities:
         agent = schedule_agent(spec)
         labels = {LABEL_SCHEDULE: ref.name, LABEL_INSTANCE: agent,
                   LABEL_TYPE: str(spec.get("type") or "scheduled")}
+        # The run is its schedule's author's (models/authorship.py): its grants are checked against them at
+        # admission, and they are its creator for separation of duties. A schedule written while no webhook recorded
+        # an author gives its runs none: the admission webhook then stamps the worker itself.
+        author = authorship.read(SCHEDULES, sched)
         body = {
             "apiVersion": API_VERSION, "kind": "AgentRun",
             "metadata": {
                 "name": name, "namespace": ref.namespace, "labels": labels,
-                "annotations": {ANNOTATION_TICK: req.tick_workflow_id, ANNOTATION_TICK_TIME: req.tick_time},
+                "annotations": {ANNOTATION_TICK: req.tick_workflow_id, ANNOTATION_TICK_TIME: req.tick_time,
+                                **(author.annotations(AGENTRUNS) if author is not None else {})},
                 "ownerReferences": [{"apiVersion": API_VERSION, "kind": "SympoziumSchedule",
                                      "name": ref.name, "uid": ref.uid, "controller": True,
                                      "blockOwnerDeletion": True}],

@@ -6,7 +6,8 @@ instead of a crash halfway through a run. This docstring is the contract the con
 
 **The run** (set by the workflow today)
 
-- ``TASK`` — the prompt (the user message). ``SYSTEM_PROMPT`` — the system message.
+- ``TASK`` — the prompt (the user message). ``SYSTEM_PROMPT`` — the system message. ``TASK_FILE`` /
+  ``SYSTEM_PROMPT_FILE``, when set, name a file holding it instead (one too long for an env var).
 - ``AGENT_RUN_ID``, ``INSTANCE_NAME``, ``AGENT_NAMESPACE``, ``AGENT_ID``, ``SESSION_KEY`` — identifiers, logged.
 - ``RUN_TIMEOUT`` — Go duration bounding the agent's *active* time (default ``10m``, ``30m`` for local
   providers, as Sympozium's runner). With a journal the time already spent by earlier containers of the run is
@@ -221,9 +222,20 @@ def _duration(env: Mapping[str, str], name: str, default: str) -> tuple[float, s
     return seconds, text
 
 
+def text_of(env: Mapping[str, str], name: str) -> str:
+    """`<name>_FILE`'s content when set (a task or system prompt too long for an env var), else `<name>`."""
+    path = env.get(f"{name}_FILE")
+    if not path:
+        return env.get(name) or ""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{name}_FILE: cannot read {path}: {exc}") from None
+
+
 def load_config(env: Mapping[str, str]) -> Config:
     """Read and validate the environment; raises ConfigError naming the offending variable."""
-    task = env.get("TASK") or ""
+    task = text_of(env, "TASK")
     if not task.strip():
         raise ConfigError("TASK is empty: the agent needs a task")
     base_url = (env.get("MODEL_BASE_URL") or "").strip().rstrip("/")
@@ -263,7 +275,7 @@ def load_config(env: Mapping[str, str]) -> Config:
     context_dir, ipc_dir = paths_from_env(env)
     return Config(
         task=task,
-        system_prompt=env.get("SYSTEM_PROMPT") or "",
+        system_prompt=text_of(env, "SYSTEM_PROMPT"),
         provider=provider,
         model=model,
         base_url=base_url,

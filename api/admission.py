@@ -1,7 +1,6 @@
 """The admission webhooks for AgentRuns (SPEC §1.5, §4): validating `POST /admission/agentruns` and mutating
-`POST /admission/agentruns/mutate`; for Agents, validating `POST /admission/agents` (no escalation through their
-lifecycle RBAC defaults, api/escalation.py); and for SkillPacks, PersonaPacks, Ensembles and Models, validating
-`POST /admission/definitions`, which refuses nothing and warns of the fields that have no effect here.
+`POST /admission/agentruns/mutate`; and the AdmissionReview plumbing the other kinds' webhooks share (api/grants.py:
+Agents, SkillPacks, packs, schedules, the authors they record).
 
 The kube-apiserver calls it over TLS (deploy/webhook.yaml), so it lives outside `/api/` and takes
 no bearer token. It answers AdmissionReview `admission.k8s.io/v1` with the same evaluation the
@@ -11,8 +10,9 @@ check is what protects a cluster without the webhook, the webhook only refuses e
 
 What it refuses, and why only that:
 - Policy rules and the always-denied env keys (`PolicyViolation`): 403 naming the field and rule; so are fields
-  asking for an execution backend we do not offer (`models.compat.Unsupported`: `mode: server`, warm pools), on
-  AgentRuns and Agents alike.
+  asking for an execution backend we do not offer (`models.compat.Unsupported`: `mode: server`, warm pools).
+- Text over its bound (`models.bounds.Uncarriable`): 422 naming the field. Such a run could not even be carried by its
+  workflow (it sat `Pending` for ever), so it is never admitted with a warning.
 - Sympozium fields that have no effect here (channels, memory, ...: `models.compat`) are admitted with a warning
   naming each (kubectl prints it); a run's status repeats them in its `FieldsIgnored` condition.
 - A missing Agent, an unreadable Agent spec, a bad duration or any other spec problem is admitted
@@ -23,22 +23,27 @@ What it refuses, and why only that:
   saying so. Whether the apiserver admits a run when the webhook itself is down is the webhook
   configuration's `failurePolicy`.
 
-A run's `lifecycle.rbac` (or the Agent's defaults it inherits) may grant only what the requesting user holds
-(api/escalation.py): 403 naming the rule and the missing permission.
+What a run is handed is checked against its author (api/escalation.py): its `lifecycle.rbac` (or the Agent's defaults
+it inherits) and its SkillPacks' sidecar rules may grant only what the author holds, every Secret its own spec names
+(models/secretrefs.py) needs `get` for them, and a run borrowing its Agent's provider key may not send it elsewhere
+unless they may read it (`models.secretrefs.key_redirects`): 403 naming the field. The author is the requesting user,
+or, for a run a control plane component creates for someone (the API for its caller, the worker for a schedule's
+author), the `agentrun.dev/created-by` stamp it carries (models/authorship.py).
 
 UPDATEs are evaluated only when `spec` changed: metadata changes (the finalizer the worker adds
 and removes, the gate-verdict annotation) are never evaluated against the spec rules, so a policy tightened
 while a run is in flight can never wedge its cleanup or its gate. DELETE, CONNECT and subresources are admitted.
 
 Authentic verdicts (SPEC §4) are the other half, and need both webhooks. The mutating one stamps who wrote
-what: a new run's `agentrun.dev/created-by` (the requesting user, or — from a trusted creator, the API — the
-identity it set), and on a change of the verdict annotation `sympozium.ai/gate-verdict-by` = the writer (removed
+what: a new run's `agentrun.dev/created-by` and `created-by-groups` (the requesting user, or the author a trusted
+component carries), and on a change of the verdict annotation `sympozium.ai/gate-verdict-by` = the writer (removed
 with the verdict). The validating one then refuses a verdict on a new run, a `gate-verdict-by` that is not the
-writer, any change of `created-by`, and a verdict from anyone but the run's gate hook (its lifecycle
+writer, any change of the creator stamp, and a verdict from anyone but the run's gate hook (its lifecycle
 ServiceAccount) or an approver of the Agent's policy (`gatePolicy`, and never the creator under
-`requireDistinctApprover`). Removing the verdict stays allowed (the worker's gate step removes a stale one).
-Those refusals never reach a workflow, so each is recorded as a `VerdictRefused` Event on the run
-(`api/authority.py`), logged and counted.
+`requireDistinctApprover`); under a policy with approvers the gate hook itself decides only when someone other than
+the creator wrote it (`status.lifecycleAuthor`, api/authority.py). Removing the verdict stays allowed (the worker's gate
+step removes a stale one). Those refusals never reach a workflow, so each is recorded as a `VerdictRefused` Event on
+the run (`api/authority.py`), logged and counted.
 """
 
 from __future__ import annotations
@@ -53,34 +58,30 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from models.agent import normalize_agent
-from models.agentrun import RBACRule
-from models.base import FieldProblem, PolicyViolation, parse
-from models.compat import AGENT_IGNORED, Unsupported, check_agent_backend, ignored_in
-from models.evaluate import Reader, RunLister, evaluate_run
+from models import authorship
+from models.authorship import Author, stamp_keys
+from models.base import PolicyViolation
+from models.bounds import Uncarriable
+from models.evaluate import Evaluation, Reader, RunLister, evaluate_run
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.informer import Informer
 from models.kube import Kube, KubeError, NotFound
-from models.model import NOT_OFFERED
 from models.names import (
-    ADMISSION_AGENTS_PATH,
-    ADMISSION_DEFINITIONS_PATH,
     ADMISSION_MUTATE_PATH,
     ADMISSION_VALIDATE_PATH,
+    AGENTRUNS,
     ANNOTATION_CREATED_BY,
-    DEFINITION_KINDS,
     GROUP,
     VERSION,
 )
-from models.personas import PackKind, read_pack
-from models.personas import ignored_fields as pack_ignored_fields
 from models.policy import Refusal
 from models.resolve import approval_tools
-from models.skillpack import SkillPackSpec, skill_pack_warnings
+from models.secretrefs import SecretRef, key_redirects, secret_refs
 
 from .authority import Unreadable, gate_authority, record_refusal
 from .deps import State, StateDep
-from .escalation import Requester, Unreviewable, escalation, rules_checked, skill_rules_checked
+from .escalation import Grants, Requester, Unreviewable, rules_checked, skill_rules_checked
+from .escalation import refusal as check_grants
 
 log = logging.getLogger("agentrun.api.admission")
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -163,11 +164,11 @@ class AdmissionResponse(_Camel):
     patch: str | None = None
 
 
-def _bad(detail: str) -> HTTPException:
+def bad(detail: str) -> HTTPException:
     return HTTPException(status_code=400, detail=detail)
 
 
-def _first_error(prefix: str, e: ValidationError) -> str:
+def first_error(prefix: str, e: ValidationError) -> str:
     err = e.errors()[0]
     where = ".".join([prefix, *(str(p) for p in err["loc"])] if prefix else [str(p) for p in err["loc"]])
     return f"{where or 'body'}: {err['msg']}"
@@ -178,13 +179,13 @@ def parse_review(body: bytes) -> AdmissionReview:
     try:
         raw = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise _bad(f"body is not JSON: {e}") from e
+        raise bad(f"body is not JSON: {e}") from e
     if not isinstance(raw, dict):
-        raise _bad(f"body must be an AdmissionReview {ADMISSION_API_VERSION} object")
+        raise bad(f"body must be an AdmissionReview {ADMISSION_API_VERSION} object")
     try:
         return AdmissionReview.model_validate(raw)
     except ValidationError as e:
-        raise _bad(f"not an AdmissionReview {ADMISSION_API_VERSION}: {_first_error('', e)}") from None
+        raise bad(f"not an AdmissionReview {ADMISSION_API_VERSION}: {first_error('', e)}") from None
 
 
 def reader(kube: Kube, ns: str, view: Informer | None = None) -> Reader:
@@ -216,27 +217,27 @@ def run_lister(kube: Kube, ns: str) -> RunLister:
     return list_runs
 
 
-def _allow(uid: str, warnings: list[str] | None = None) -> AdmissionResponse:
+def allow(uid: str, warnings: list[str] | None = None) -> AdmissionResponse:
     return AdmissionResponse(uid=uid, allowed=True, warnings=warnings or None)
 
 
-def _refuse(uid: str, code: int, reason: str, message: str) -> AdmissionResponse:
+def refuse(uid: str, code: int, reason: str, message: str) -> AdmissionResponse:
     return AdmissionResponse(uid=uid, allowed=False, status=AdmissionStatus(code=code, reason=reason, message=message))
 
 
 def _check_resource(req: AdmissionRequest) -> None:
     if (req.resource.group, req.resource.resource) != (GROUP, "agentruns"):
-        raise _bad(f"this webhook admits {GROUP} agentruns, not {req.resource.group or 'core'} "
-                   f"{req.resource.resource!r}")
+        raise bad(f"this webhook admits {GROUP} agentruns, not {req.resource.group or 'core'} "
+                  f"{req.resource.resource!r}")
 
 
-def _metadata(obj: dict[str, Any] | None, where: str) -> ObjectMeta:
+def metadata(obj: dict[str, Any] | None, where: str) -> ObjectMeta:
     if obj is None:
         return ObjectMeta()
     try:
         return ObjectMeta.model_validate(obj.get("metadata") or {})
     except ValidationError as e:
-        raise _bad(_first_error(f"{where}.metadata", e)) from None
+        raise bad(first_error(f"{where}.metadata", e)) from None
 
 
 # -- authentic verdicts ------------------------------------------------------------------------------------------
@@ -246,25 +247,36 @@ RULE_VERDICT_BY = "gate-verdict-by"
 RULE_CREATED_BY = "created-by"
 
 
+def carries(state: State, req: AdmissionRequest, plural: str) -> bool:
+    """Whether the requesting user is a control plane component that may carry an author stamp onto this kind."""
+    return state.settings.trusted_components().may_carry(req.user_info.username, plural)
+
+
+def writer(req: AdmissionRequest) -> Author:
+    return Author(req.user_info.username, tuple(req.user_info.groups))
+
+
 def _creation_refusal(state: State, req: AdmissionRequest, notes: dict[str, str]) -> Refusal | None:
     given = [k for k in (VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION) if k in notes]
     if given:
         return Refusal(RULE_VERDICT_AT_CREATION, f"a verdict cannot be given at creation: {', '.join(given)} may "
                                                  "not be set on a new run (a verdict counts only while its gate waits)")
     who = req.user_info.username
-    creator = notes.get(ANNOTATION_CREATED_BY)
-    if creator is not None and creator != who and who not in state.settings.trusted_creators:
-        return Refusal(RULE_CREATED_BY, f'{ANNOTATION_CREATED_BY} must name the user creating the run ("{who}"), '
-                                        f'not "{creator}"')
+    stamp = writer(req).annotations(AGENTRUNS)
+    wrong = [k for k in stamp if notes.get(k) is not None and notes[k] != stamp[k]]
+    if wrong and not carries(state, req, AGENTRUNS):
+        return Refusal(RULE_CREATED_BY, f'{", ".join(wrong)} must name the user creating the run ("{who}") and its '
+                                        f'groups, not "{notes[wrong[0]]}"')
     return None
 
 
 def _stamp_refusal(req: AdmissionRequest, old: dict[str, str], new: dict[str, str]) -> Refusal | None:
-    """A change of `created-by` (never allowed after creation) or of `gate-verdict-by` that is not the admission
-    webhook's stamp of this writer."""
+    """A change of `created-by` or its groups (never allowed after creation) or of `gate-verdict-by` that is not the
+    admission webhook's stamp of this writer."""
     who = req.user_info.username
-    if old.get(ANNOTATION_CREATED_BY) != new.get(ANNOTATION_CREATED_BY):
-        return Refusal(RULE_CREATED_BY, f"{ANNOTATION_CREATED_BY} cannot be set or changed after the run is created")
+    for key in stamp_keys(AGENTRUNS):
+        if old.get(key) != new.get(key):
+            return Refusal(RULE_CREATED_BY, f"{key} cannot be set or changed after the run is created")
     verdict, by = new.get(VERDICT_ANNOTATION), new.get(VERDICT_BY_ANNOTATION)
     changed = verdict != old.get(VERDICT_ANNOTATION)
     forged = f'{VERDICT_BY_ANNOTATION} is stamped by the admission webhook with the verdict\'s writer; "{who}" may ' \
@@ -288,17 +300,17 @@ async def _authenticity(state: State, req: AdmissionRequest, obj: dict[str, Any]
         if refusal.rule == RULE_CREATED_BY:
             log.info("refused AgentRun %s/%s: %s", ns, meta.name or meta.generate_name, refusal.message)
             state.refusals[f"admission {refusal.rule}"] += 1
-            return _refuse(req.uid, 403, "Forbidden", refusal.message)
+            return refuse(req.uid, 403, "Forbidden", refusal.message)
         return await _refuse_verdict(state, req, obj, ns, refusal)
     if req.old_object is None:
         return None
-    old = _metadata(req.old_object, "request.oldObject").annotations
+    old = metadata(req.old_object, "request.oldObject").annotations
     refusal = _stamp_refusal(req, old, meta.annotations)
     if refusal is not None:
         if refusal.rule == RULE_CREATED_BY:
             log.info("refused a change of AgentRun %s/%s: %s", ns, meta.name, refusal.message)
             state.refusals[f"admission {refusal.rule}"] += 1
-            return _refuse(req.uid, 403, "Forbidden", refusal.message)
+            return refuse(req.uid, 403, "Forbidden", refusal.message)
         return await _refuse_verdict(state, req, obj, ns, refusal)
     verdict = meta.annotations.get(VERDICT_ANNOTATION)
     if verdict is None or verdict == old.get(VERDICT_ANNOTATION):
@@ -309,9 +321,9 @@ async def _authenticity(state: State, req: AdmissionRequest, obj: dict[str, Any]
     except (TimeoutError, Unreadable) as e:
         why = str(e) or f"reading the Agent and policy took over {EVALUATE_TIMEOUT_SECONDS:g}s"
         log.warning("refused a verdict on AgentRun %s/%s from %s: %s", ns, meta.name, who, why)
-        return _refuse(req.uid, 503, "ServiceUnavailable",
-                       f"cannot check who may decide this run against its Agent's policy, so the verdict is refused: "
-                       f"{why}")
+        return refuse(req.uid, 503, "ServiceUnavailable",
+                      f"cannot check who may decide this run against its Agent's policy, so the verdict is refused: "
+                      f"{why}")
     refusal = authority.annotation_refusal(who, req.user_info.groups, namespace=ns, run=meta.name or req.name)
     if refusal is not None:
         return await _refuse_verdict(state, req, obj, ns, refusal)
@@ -324,7 +336,7 @@ async def _refuse_verdict(state: State, req: AdmissionRequest, obj: dict[str, An
     if not req.dry_run:
         await record_refusal(state.kube, namespace=ns, run=req.old_object or obj, who=req.user_info.username,
                              refusal=refusal, via="admission")
-    return _refuse(req.uid, 403, "Forbidden", refusal.message)
+    return refuse(req.uid, 403, "Forbidden", refusal.message)
 
 
 # -- the validating webhook --------------------------------------------------------------------------------------
@@ -332,24 +344,24 @@ async def _refuse_verdict(state: State, req: AdmissionRequest, obj: dict[str, An
 async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
     _check_resource(req)
     if req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
-        return _allow(req.uid)  # status writes and deletions carry nothing a policy governs
+        return allow(req.uid)  # status writes and deletions carry nothing a policy governs
     obj = req.obj
     if obj is None:
-        raise _bad(f"request.object is required for {req.operation}")
+        raise bad(f"request.object is required for {req.operation}")
     spec = obj.get("spec")
     if not (spec is None or isinstance(spec, dict)):
-        raise _bad("request.object.spec must be an object")
-    meta = _metadata(obj, "request.object")
+        raise bad("request.object.spec must be an object")
+    meta = metadata(obj, "request.object")
     ns = req.namespace or meta.namespace
     if not ns:
-        raise _bad("request.namespace is required: AgentRuns are namespaced")
+        raise bad("request.namespace is required: AgentRuns are namespaced")
     refused = await _authenticity(state, req, obj, meta, ns)
     if refused is not None:
         return refused
     if req.operation == "UPDATE":
         old_spec = req.old_object.get("spec") if req.old_object is not None else None
         if meta.deletion_timestamp or (req.old_object is not None and old_spec == spec):
-            return _allow(req.uid)
+            return allow(req.uid)
     meta.namespace = ns
     run = {**obj, "metadata": meta.model_dump(by_alias=True, exclude_none=True, exclude={"annotations"})}
     who = f"{ns}/{req.name or meta.name or meta.generate_name + '*'}"  # for the log
@@ -363,31 +375,37 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
                                     default_image=state.settings.agent_image, list_runs=run_lister(state.kube, ns))
     except TimeoutError:
         log.warning("refused AgentRun %s: reading its Agent and policy took over %ss", who, EVALUATE_TIMEOUT_SECONDS)
-        return _refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run against its Agent's policy, so it "
-                       f"is refused: reading the Agent and policy took over {EVALUATE_TIMEOUT_SECONDS:g}s")
+        return refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run against its Agent's policy, so it "
+                      f"is refused: reading the Agent and policy took over {EVALUATE_TIMEOUT_SECONDS:g}s")
     except Unreadable as e:
         log.warning("refused AgentRun %s: %s", who, e)
-        return _refuse(req.uid, 503, "ServiceUnavailable",
-                       f"cannot check the run against its Agent's policy, so it is refused: {e}")
+        return refuse(req.uid, 503, "ServiceUnavailable",
+                      f"cannot check the run against its Agent's policy, so it is refused: {e}")
     if isinstance(ev.problem, PolicyViolation):
         log.info("refused AgentRun %s: %s", who, ev.problem)
-        return _refuse(req.uid, 403, "Forbidden", str(ev.problem))
+        return refuse(req.uid, 403, "Forbidden", str(ev.problem))
+    if isinstance(ev.problem, Uncarriable):
+        log.info("refused AgentRun %s: %s", who, ev.problem)
+        return refuse(req.uid, 422, "Invalid", str(ev.problem))
+    checked = _checked_identity(state, req, obj)
     rules = rules_checked(run, ev.resolved.rbac if ev.resolved is not None else None, ev.agent_name)
     rules += skill_rules_checked(ev.resolved)
-    if rules:
+    grants = Grants(rules=rules, secrets=[*secret_refs("AgentRun", obj), *_key_redirects(state, obj, ev)])
+    if grants:
         try:
             async with asyncio.timeout(max(1.0, EVALUATE_TIMEOUT_SECONDS - (loop.time() - started))):
-                refusal = await escalation(state.kube, req.user_info.requester(), ns, rules)
+                refusal = await check_grants(state.kube, checked, ns, grants)
         except (TimeoutError, Unreviewable) as e:
             why = str(e) or f"the access reviews took over {EVALUATE_TIMEOUT_SECONDS:g}s"
-            log.warning("refused AgentRun %s: cannot review its lifecycle RBAC: %s", who, why)
-            return _refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run's lifecycle.rbac against what "
-                           f"{req.user_info.username} may do, so it is refused: {why}")
+            log.warning("refused AgentRun %s: cannot review its lifecycle RBAC and Secrets: %s", who, why)
+            return refuse(req.uid, 503, "ServiceUnavailable", "cannot check the run's lifecycle.rbac against what "
+                          f"{checked.username} may do, nor the Secrets it names, so it is refused: {why}")
         if refusal is not None:
-            log.info("refused AgentRun %s from %s: %s", who, req.user_info.username, refusal.message)
-            return _refuse(req.uid, 403, "Forbidden", refusal.message)
+            log.info("refused AgentRun %s from %s (checked as %s): %s", who, req.user_info.username,
+                     checked.username, refusal.message)
+            return refuse(req.uid, 403, "Forbidden", refusal.message)
     if ev.problem is not None:
-        return _allow(req.uid, [f"this run will fail when it starts unless this is fixed first: {ev.problem}",
+        return allow(req.uid, [f"this run will fail when it starts unless this is fixed first: {ev.problem}",
                                 *ev.ignored])
     warnings: list[str] = []
     if ev.resolved is not None and ev.policy is not None:
@@ -395,12 +413,34 @@ async def decide(state: State, req: AdmissionRequest) -> AdmissionResponse:
                     for t in approval_tools(ev.resolved, ev.policy)]
     # A SkillPack that does not exist is skipped, as Sympozium does (models/skills.py); the writer hears of it here.
     skipped = [f"{m}: skipped, the run starts without it" for m in ev.missing_packs]
-    return _allow(req.uid, [*warnings, *skipped, *ev.ignored])
+    return allow(req.uid, [*warnings, *skipped, *ev.ignored])
+
+
+def _checked_identity(state: State, req: AdmissionRequest, obj: dict[str, Any]) -> Requester:
+    """Whose rights a run's grants are checked against: its creator as stamped, when a control plane component
+    creates it for someone (the API for its caller, the worker for a schedule's author); otherwise the writer."""
+    author = authorship.read(AGENTRUNS, obj)
+    if req.operation == "CREATE" and author is not None and carries(state, req, AGENTRUNS):
+        return Requester.of(author)
+    return req.user_info.requester()
+
+
+def _key_redirects(state: State, obj: dict[str, Any], ev: Evaluation) -> list[SecretRef]:
+    """A run that uses its Agent's provider key without naming it may send the key elsewhere only if its author may
+    read it (models/secretrefs.py): each field that would, as a Secret to `get`."""
+    if ev.resolved is None or ev.profile is None:
+        return []
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    secret = ev.resolved.model.auth_secret_ref
+    where = f'Agent "{ev.agent_name}"'
+    return [SecretRef(f"{f} (would send the provider key of {where}, Secret \"{secret}\", elsewhere than the Agent "
+                      "does)", secret)
+            for f in key_redirects(spec or {}, ev.profile, ev.resolved, default_image=state.settings.agent_image)]
 
 
 # -- the mutating webhook ----------------------------------------------------------------------------------------
 
-def _pointer(key: str) -> str:
+def pointer(key: str) -> str:
     return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
 
 
@@ -410,14 +450,15 @@ def stamps(state: State, req: AdmissionRequest) -> dict[str, str | None]:
     if req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
         return {}
     if req.obj is None:
-        raise _bad(f"request.object is required for {req.operation}")
-    notes = _metadata(req.obj, "request.object").annotations
+        raise bad(f"request.object is required for {req.operation}")
+    notes = metadata(req.obj, "request.object").annotations
     who = req.user_info.username
     if req.operation == "CREATE":
-        if who in state.settings.trusted_creators and notes.get(ANNOTATION_CREATED_BY):
-            return {}  # the API, creating the run for its token's identity, which it stamped itself
-        return {ANNOTATION_CREATED_BY: who}
-    old = _metadata(req.old_object, "request.oldObject").annotations
+        if carries(state, req, AGENTRUNS) and notes.get(ANNOTATION_CREATED_BY):
+            return {}  # the API for its caller, the worker for a schedule's author: the stamp it carries stays
+        stamp = writer(req).annotations(AGENTRUNS)
+        return {k: v for k, v in stamp.items() if notes.get(k) != v}
+    old = metadata(req.old_object, "request.oldObject").annotations
     verdict = notes.get(VERDICT_ANNOTATION)
     if verdict == old.get(VERDICT_ANNOTATION):
         return {}
@@ -427,21 +468,25 @@ def stamps(state: State, req: AdmissionRequest) -> dict[str, str | None]:
 
 
 def mutate(state: State, req: AdmissionRequest) -> AdmissionResponse:
-    changes = stamps(state, req)
+    return patched(req, stamps(state, req))
+
+
+def patched(req: AdmissionRequest, changes: dict[str, str | None]) -> AdmissionResponse:
+    """Allow the write with these annotations set (a value) or removed (None), as a JSONPatch."""
     if not changes:
-        return _allow(req.uid)
-    assert req.obj is not None  # stamps() refused a write without one
+        return allow(req.uid)
+    assert req.obj is not None  # a change needs an object to change
     ops: list[dict[str, Any]] = []
     if not isinstance((req.obj.get("metadata") or {}).get("annotations"), dict):
         ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
     for key, value in changes.items():
-        ops.append({"op": "remove", "path": _pointer(key)} if value is None
-                   else {"op": "add", "path": _pointer(key), "value": value})
+        ops.append({"op": "remove", "path": pointer(key)} if value is None
+                   else {"op": "add", "path": pointer(key), "value": value})
     patch = base64.b64encode(json.dumps(ops).encode()).decode()
     return AdmissionResponse(uid=req.uid, allowed=True, patch_type="JSONPatch", patch=patch)
 
 
-def _answer(response: AdmissionResponse) -> dict[str, Any]:
+def answer(response: AdmissionResponse) -> dict[str, Any]:
     return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview",
             "response": response.model_dump(by_alias=True, exclude_none=True)}
 
@@ -450,109 +495,11 @@ def _answer(response: AdmissionResponse) -> dict[str, Any]:
 async def admit_agentrun(request: Request, state: StateDep) -> dict[str, Any]:
     """Validate an AgentRun CREATE or UPDATE: its Agent's SympoziumPolicy, and who may give its verdict."""
     review = parse_review(await request.body())
-    return _answer(await decide(state, review.request))
-
-
-# -- the Agents' webhook --------------------------------------------------------------------------------------------
-
-AGENT_KINDS = ("agents", "sympoziuminstances")
-AGENT_RBAC_FIELD = "spec.agents.default.lifecycle.rbac"
-
-
-def _agent_rbac(obj: dict[str, Any] | None) -> list[RBACRule]:
-    """The lifecycle RBAC an Agent (either kind, either shape) hands the runs that inherit it; none if malformed (its
-    runs then fail at start, and the update that fixes it is checked)."""
-    if obj is None:
-        return []
-    try:
-        lifecycle = normalize_agent(obj).lifecycle
-    except FieldProblem:
-        return []
-    return list(lifecycle.rbac) if lifecycle else []
-
-
-async def decide_agent(state: State, req: AdmissionRequest) -> AdmissionResponse:
-    """An Agent's lifecycle defaults are granted to the hooks of every run that inherits them, so whoever creates or
-    changes them must hold every permission they grant (api/escalation.py); anything else about Agents is admitted."""
-    if req.resource.group != GROUP or req.resource.resource not in AGENT_KINDS:
-        raise _bad(f"this webhook admits {GROUP} {' and '.join(AGENT_KINDS)}, not {req.resource.group or 'core'} "
-                   f"{req.resource.resource!r}")
-    if req.sub_resource or req.operation not in ("CREATE", "UPDATE"):
-        return _allow(req.uid)
-    if req.obj is None:
-        raise _bad(f"request.object is required for {req.operation}")
-    meta = _metadata(req.obj, "request.object")
-    ns = req.namespace or meta.namespace
-    if not ns:
-        raise _bad("request.namespace is required: Agents are namespaced")
-    try:
-        check_agent_backend(req.obj)
-    except Unsupported as e:
-        log.info("refused %s %s/%s: %s", req.resource.resource, ns, req.name or meta.name, e)
-        return _refuse(req.uid, 403, "Forbidden", str(e))
-    warnings = ignored_in(req.obj, AGENT_IGNORED, "")  # what the Agent's runs will ask for in vain (models/compat.py)
-    rules = _agent_rbac(req.obj)
-    if not rules or (req.operation == "UPDATE" and rules == _agent_rbac(req.old_object)):
-        return _allow(req.uid, warnings)
-    who = f"{req.resource.resource} {ns}/{req.name or meta.name}"
-    try:
-        async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
-            refusal = await escalation(state.kube, req.user_info.requester(), ns,
-                                       [(f"{AGENT_RBAC_FIELD}[{i}]", r) for i, r in enumerate(rules)])
-    except (TimeoutError, Unreviewable) as e:
-        why = str(e) or f"the access reviews took over {EVALUATE_TIMEOUT_SECONDS:g}s"
-        log.warning("refused %s: cannot review its lifecycle RBAC: %s", who, why)
-        return _refuse(req.uid, 503, "ServiceUnavailable", f"cannot check the Agent's {AGENT_RBAC_FIELD} against "
-                       f"what {req.user_info.username} may do, so it is refused: {why}")
-    if refusal is not None:
-        log.info("refused %s from %s: %s", who, req.user_info.username, refusal.message)
-        return _refuse(req.uid, 403, "Forbidden", refusal.message)
-    return _allow(req.uid, warnings)
-
-
-@router.post(ADMISSION_AGENTS_PATH, responses={400: {"description": "not an AdmissionReview v1 for agents"}})
-async def admit_agent(request: Request, state: StateDep) -> dict[str, Any]:
-    """Validate an Agent CREATE or UPDATE: its lifecycle RBAC defaults may grant only what the writer holds."""
-    review = parse_review(await request.body())
-    return _answer(await decide_agent(state, review.request))
-
-
-def definition_warnings(plural: str, obj: dict[str, Any]) -> list[str]:
-    """What kubectl should print for a pack or a Model: the fields stored without effect here, as the bridge writes
-    them into the object's FieldsIgnored condition (a Model as a whole). A malformed spec gets no warning here: the
-    API server's schema refuses it, or the bridge's status names the field."""
-    kind = DEFINITION_KINDS[plural]
-    if kind == "Model":
-        return [f"Model: {NOT_OFFERED}"]
-    try:
-        if kind == "SkillPack":
-            fields = skill_pack_warnings(parse(SkillPackSpec, obj.get("spec") or {}, "spec"))
-        else:
-            fields = pack_ignored_fields(read_pack(cast(PackKind, kind), obj))
-    except FieldProblem:
-        return []
-    return [f"{f}: has no effect here" for f in fields]
-
-
-def decide_definition(req: AdmissionRequest) -> AdmissionResponse:
-    if req.resource.group != GROUP or req.resource.resource not in DEFINITION_KINDS:
-        raise _bad(f"this webhook admits {GROUP} {', '.join(DEFINITION_KINDS)}, not {req.resource.group or 'core'} "
-                   f"{req.resource.resource!r}")
-    if req.sub_resource or req.operation not in ("CREATE", "UPDATE") or req.obj is None:
-        return _allow(req.uid)
-    return _allow(req.uid, definition_warnings(req.resource.resource, req.obj))
-
-
-@router.post(ADMISSION_DEFINITIONS_PATH,
-             responses={400: {"description": "not an AdmissionReview v1 for a pack or a Model"}})
-async def admit_definition(request: Request) -> dict[str, Any]:
-    """Admit a SkillPack, PersonaPack, Ensemble or Model, warning of the fields that have no effect here."""
-    review = parse_review(await request.body())
-    return _answer(decide_definition(review.request))
+    return answer(await decide(state, review.request))
 
 
 @router.post(ADMISSION_MUTATE_PATH, responses={400: {"description": "not an AdmissionReview v1 for agentruns"}})
 async def mutate_agentrun(request: Request, state: StateDep) -> dict[str, Any]:
     """Stamp a new AgentRun's creator and the writer of a verdict annotation (a JSONPatch)."""
     review = parse_review(await request.body())
-    return _answer(mutate(state, review.request))
+    return answer(mutate(state, review.request))

@@ -29,6 +29,7 @@ from typing import Any
 
 from kubernetes import client
 
+from models.authorship import Author
 from models.kube import Kube, KubeError
 
 from .throttle import FailureThrottle, Throttled, fingerprint, token_key
@@ -54,6 +55,12 @@ class Caller:
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # Authenticated by the cluster (a TokenReview) rather than the token file.
     kubernetes: bool = False
+
+    def stamp(self, plural: str) -> dict[str, str]:
+        """The author stamp (models/authorship.py) the API writes on what it creates or rewrites for this caller: its
+        identity and groups. The admission webhook keeps it from the API (AGENTRUN_TRUSTED__API) and checks the
+        object's grants and Secrets against it; however callers are authenticated, this is where they become authors."""
+        return Author(self.identity, self.groups).annotations(plural)
 
 
 ANONYMOUS = Caller("anonymous")

@@ -4,7 +4,8 @@ The API keeps two of the doors a verdict comes through: the admission webhook, w
 `sympozium.ai/gate-verdict` annotation with the writer's Kubernetes identity (`api/admission.py`), and
 `POST /api/v1/runs/{name}/gate-verdict`, which knows the caller by its bearer token (`api/main.py`). Both ask the
 same question here — what does the run's Agent's policy say in `gatePolicy`, and who created the run — so the two
-doors refuse the same people. A refused verdict never reaches the workflow, so it is recorded here: a Warning
+doors refuse the same people. The annotation door also asks who wrote the gate hook (`status.lifecycleAuthor`): under
+approvers, a hook its run's creator wrote is that creator approving their own run. A refused verdict never reaches the workflow, so it is recorded here: a Warning
 Event `VerdictRefused` on the run naming who and why, a log line, and the API's metric.
 """
 
@@ -32,6 +33,7 @@ from models.policy import GatePolicy, Refusal, normalize_policy
 
 log = logging.getLogger("agentrun.api.authority")
 RULE_GATE_HOOK_OR_APPROVER = "gate-hook-or-approver"
+RULE_CREATORS_GATE_HOOK = "creators-gate-hook"
 # Recording a refusal must never hold up the answer for long (the apiserver waits on the webhook).
 EVENT_TIMEOUT_SECONDS = 3.0
 
@@ -42,11 +44,13 @@ class Unreadable(Exception):
 
 @dataclass(frozen=True)
 class GateAuthority:
-    """The `gatePolicy` of a run's Agent's policy (empty when there is no policy) and who created the run."""
+    """The `gatePolicy` of a run's Agent's policy (empty when there is no policy), who created the run, and who wrote
+    the lifecycle hooks it executes (`status.lifecycleAuthor`, recorded by the worker when the run started)."""
 
     policy: str
     gate: GatePolicy
     creator: str | None
+    hook_author: str | None = None
 
     def refusal(self, identity: str, groups: list[str] | tuple[str, ...] = ()) -> Refusal | None:
         """Why `identity` may not decide through the API; None: it may."""
@@ -55,16 +59,35 @@ class GateAuthority:
     def annotation_refusal(self, identity: str, groups: list[str] | tuple[str, ...], *, namespace: str,
                            run: str) -> Refusal | None:
         """Why `identity` may not write the run's verdict annotation: only the run's gate hook (its lifecycle
-        ServiceAccount) or an approver of the policy may; None: it may."""
+        ServiceAccount) or an approver of the policy may; None: it may. Under a policy with approvers, the gate hook
+        decides only if someone other than the run's creator wrote it (SPEC §4): a verdict's authority comes from who
+        wrote the code that gave it, and a creator's own hook would be the creator approving their own run."""
         hook = lifecycle_subject(namespace, run)
         if identity == hook:
-            return None
+            return self._hook_refusal(hook)
         if not self.gate.approvers:
             where = f'policy "{self.policy}"' if self.policy else "the run's Agent, which has no policy"
             return Refusal(RULE_GATE_HOOK_OR_APPROVER,
                            f'"{identity}" may not give this run\'s verdict by annotation: only its gate hook ({hook}) '
                            f"or an approver named in gatePolicy.approvers may, and {where} names none")
         return self.refusal(identity, groups)
+
+    def _hook_refusal(self, hook: str) -> Refusal | None:
+        if not self.gate.approvers:
+            return None
+        policy = f'policy "{self.policy}"'
+        if self.hook_author is None or self.creator is None:
+            why = ("who wrote its hooks was not recorded when the run started (an Agent written without the "
+                   "admission webhooks, or a run started before they recorded it)" if self.hook_author is None
+                   else "who created the run is not recorded")
+        elif self.hook_author == self.creator:
+            why = f'its hooks were written by "{self.creator}", who created the run'
+        else:
+            return None
+        return Refusal(RULE_CREATORS_GATE_HOOK,
+                       f"the run's gate hook ({hook}) may not decide it under {policy}, which names approvers: {why}; "
+                       "only a gate hook from the Agent, written by someone other than the run's creator, may decide "
+                       "(or an approver in gatePolicy.approvers)")
 
 
 def creator_of(run: dict[str, Any]) -> str | None:
@@ -76,7 +99,8 @@ def creator_of(run: dict[str, Any]) -> str | None:
 async def gate_authority(read: Reader, run: dict[str, Any]) -> GateAuthority:
     """The run's gate authority. No Agent, or an Agent without a policy: no gatePolicy (the run cannot have
     started a gate anyway); a policy that cannot be read or parsed: `Unreadable` (fail closed)."""
-    none = GateAuthority("", GatePolicy(), creator_of(run))
+    hook_author = (run.get("status") or {}).get("lifecycleAuthor")
+    none = GateAuthority("", GatePolicy(), creator_of(run), hook_author if isinstance(hook_author, str) else None)
     name = agent_name_of(run)
     agent = await read_agent(read, name) if name else None
     if agent is None:
@@ -94,7 +118,7 @@ async def gate_authority(read: Reader, run: dict[str, Any]) -> GateAuthority:
         rules = normalize_policy(policy)
     except FieldProblem as e:
         raise Unreadable(f'SympoziumPolicy "{ref}" is invalid: {e}') from None
-    return GateAuthority(rules.name or ref, rules.gate, none.creator)
+    return GateAuthority(rules.name or ref, rules.gate, none.creator, none.hook_author)
 
 
 REPORTING_INSTANCE = f"{socket.gethostname()}-{os.getpid()}"

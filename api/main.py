@@ -25,13 +25,14 @@ from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
+from models import bounds
 from models.evaluate import agent_name_of
 from models.gate import GateView
 from models.names import AGENTRUNS, GROUP, VERSION
 from models.settings import user_agent
 from models.timestamps import parse_rfc3339
 
-from . import admission, codec, console, errors, logs, metrics, runops, schedules
+from . import admission, codec, console, errors, grants, logs, metrics, runops, schedules
 from .auth import Authenticator, TokenFile
 from .bodies import BodyGuard
 from .deps import CallerDep, Namespace, State, StateDep
@@ -69,10 +70,11 @@ class CreateRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     agentRef: str = Field(min_length=1)
-    task: str = Field(min_length=1)
+    # Bounded as the AgentRun CRD bounds them (models/bounds.py: characters here; admission counts bytes).
+    task: str = Field(min_length=1, max_length=bounds.TASK_MAX_BYTES)
     agentId: str = "primary"
     sessionKey: str | None = None
-    systemPrompt: str | None = None
+    systemPrompt: str | None = Field(None, max_length=bounds.SYSTEM_PROMPT_MAX_BYTES)
     timeout: str | None = None
     env: dict[str, str] = {}
     model: ModelOverride | None = None
@@ -248,6 +250,7 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
     app.include_router(probes)
     codec.install(app, settings)
     app.include_router(admission.router)  # called by the kube-apiserver over TLS: no bearer token
+    app.include_router(grants.router)  # the same, for Agents, SkillPacks, packs and schedules
     console.install(app, settings)  # the web console at / (after the API's routes: its paths never shadow theirs)
     return app
 

@@ -18,7 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from models.agentrun import TERMINAL_PHASES
 from models.gate import GateView, Verdict
 from models.kube import NotFound
-from models.names import AGENTRUNS, AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, LABEL_INSTANCE, VERSION
+from models.names import AGENTRUNS, AGENTS, API_VERSION, GROUP, LABEL_INSTANCE, VERSION
 from workflows.agent_run import AgentRunWorkflow
 from workflows.gate import FINISHED
 
@@ -50,11 +50,12 @@ async def current_run(state: State, ns: str, name: str, *, started: bool = False
     return cast(dict[str, Any], run)
 
 
-async def create_run(state: State, caller: Caller, namespace: str, *, agent_ref: str,
+async def create_run(state: State, who: Caller, namespace: str, *, agent_ref: str,
                      spec: dict[str, Any]) -> dict[str, Any]:
-    """A new AgentRun of `agent_ref` (which must exist) with `spec` (agentRef added), stamped with the caller."""
-    await state.allow(caller, "create", AGENTRUNS, namespace)
-    who = caller.identity
+    """A new AgentRun of `agent_ref` (which must exist) with `spec` (agentRef added), created for `who` (its author
+    stamp: admission checks the run's grants and Secrets against them, and they are its creator for gatePolicy).
+    RBAC must let `who` create runs in the namespace."""
+    await state.allow(who, "create", AGENTRUNS, namespace)
     try:
         await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
                               agent_ref, action=f"read Agent {namespace}/{agent_ref}")
@@ -65,7 +66,7 @@ async def create_run(state: State, caller: Caller, namespace: str, *, agent_ref:
     spec.setdefault("sessionKey", f"session-{time.time_ns()}")
     obj = {"apiVersion": API_VERSION, "kind": "AgentRun",
            "metadata": {"generateName": f"{agent_ref}-", "labels": {LABEL_INSTANCE: agent_ref},
-                        "annotations": {ANNOTATION_CREATED_BY: who}},
+                        "annotations": who.stamp(AGENTRUNS)},
            "spec": spec}
     return cast(dict[str, Any], await state.kube.call(
         state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS, obj,

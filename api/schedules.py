@@ -29,8 +29,9 @@ from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.base import FieldProblem, parse
+from models.bounds import TASK_MAX_BYTES
 from models.kube import Conflict, NotFound
-from models.names import AGENTRUNS, AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, SCHEDULES, VERSION
+from models.names import AGENTRUNS, AGENTS, API_VERSION, GROUP, SCHEDULES, VERSION
 from models.schedule import (
     ScheduleRef,
     ScheduleSpec,
@@ -74,6 +75,8 @@ Overlap = Literal["Forbid", "Allow", "Replace"]
 FirstTick = Literal["immediate", "afterInterval"]
 AgentName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 Text = Annotated[str, Field(min_length=1)]
+# A schedule's task, bounded as the CRD bounds it (models/bounds.py): each tick's run carries it.
+Task = Annotated[str, Field(min_length=1, max_length=TASK_MAX_BYTES)]
 
 
 class CreateSchedule(BaseModel):
@@ -85,7 +88,7 @@ class CreateSchedule(BaseModel):
     # instanceRef / input: the older names Sympozium's docs still show; stored under the current names.
     agentRef: AgentName = Field(validation_alias=AliasChoices("agentRef", "instanceRef"))
     schedule: Text = Field(description="5-field cron, a descriptor (@hourly, ...) or @every <duration>")
-    task: Text = Field(validation_alias=AliasChoices("task", "input"))
+    task: Task = Field(validation_alias=AliasChoices("task", "input"))
     type: ScheduleType | None = None
     suspend: bool | None = None
     concurrencyPolicy: Overlap | None = None
@@ -102,7 +105,7 @@ class ScheduleChanges(BaseModel):
 
     agentRef: AgentName | None = Field(None, validation_alias=AliasChoices("agentRef", "instanceRef"))
     schedule: Text | None = None
-    task: Text | None = Field(None, validation_alias=AliasChoices("task", "input"))
+    task: Task | None = Field(None, validation_alias=AliasChoices("task", "input"))
     type: ScheduleType | None = None
     suspend: bool | None = None
     concurrencyPolicy: Overlap | None = None
@@ -279,7 +282,7 @@ async def create_schedule(body: CreateSchedule, state: StateDep, who: CallerDep,
     _validate(spec)
     await _require_agent(state, namespace, body.agentRef)
     obj = {"apiVersion": API_VERSION, "kind": "SympoziumSchedule",
-           "metadata": {"name": body.name, "annotations": {ANNOTATION_CREATED_BY: who.identity}}, "spec": spec}
+           "metadata": {"name": body.name, "annotations": who.stamp(SCHEDULES)}, "spec": spec}
     try:
         return await _kube(state, state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES,
                            obj, action=f"create SympoziumSchedule {namespace}/{body.name}")
@@ -309,7 +312,10 @@ async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, 
             obj = await _read(state, namespace, name)
         merged = {**(obj.get("spec") or {}), **given}
         _validate({k: v for k, v in merged.items() if v is not None})
-        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": given}
+        body: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": given}
+        if set(given) - {"suspend"}:
+            # What the schedule's runs are given changes: the caller becomes its author (models/authorship.py).
+            body["metadata"]["annotations"] = who.stamp(SCHEDULES)
         try:
             return await _kube(state, state.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace,
                                SCHEDULES, name, body, action=f"update SympoziumSchedule {namespace}/{name}")

@@ -7,6 +7,7 @@ import re
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.authorship import TrustedComponents
 from models.settings import DEFAULT_AGENT_IMAGE, KubeSettings, TemporalSettings
 
 
@@ -49,10 +50,16 @@ class ApiSettings(BaseSettings):
     # Require TLS client certificates signed by this CA (PEM) on the webhook listener: the kube-apiserver's, so only
     # it may call the admission webhook. Needs a webhook port (the API's own listener never asks for one).
     webhook_client_ca_file: str = ""
-    # Kubernetes users whose `agentrun.dev/created-by` the mutating webhook keeps on a new run (JSON list): the API's
-    # own identity, which creates runs for its token's identity and stamps that. Anyone else's runs are stamped with
-    # the requesting user.
+    # The control plane's own Kubernetes users, per component (AGENTRUN_TRUSTED__API, __WORKER, __BRIDGE: JSON lists):
+    # each may carry an author stamp onto what it creates for someone (models/authorship.py): the API its caller's on
+    # runs and schedules, the worker a schedule's on its tick's run, the bridge a pack's on the Agents and schedules
+    # it stamps out. Anyone else's stamp is their own name.
+    trusted: TrustedComponents = TrustedComponents()
+    # The older name of `trusted.api` (AGENTRUN_TRUSTED_CREATORS), still read.
     trusted_creators: list[str] = []
+
+    def trusted_components(self) -> TrustedComponents:
+        return self.trusted.model_copy(update={"api": [*self.trusted.api, *self.trusted_creators]})
     # Origins (scheme://host[:port]) of Temporal UIs whose browsers may call /codec/encode and /codec/decode (JSON
     # list); `agentrun up` sets its UI's. Empty: the codec routes answer no cross-origin request.
     codec_cors_origins: list[str] = []

@@ -246,13 +246,16 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     tls = ensure_tls(state_dir / "webhook-tls")
     client_ca = ensure_client_tls(state_dir / WEBHOOK_CLIENT_DIR, WEBHOOK_CLIENT).ca_cert
     ui = f"http://127.0.0.1:{front_port}"  # what browsers open: the front of the dev server's UI
-    # Every process here uses the admin kubeconfig, so the API's runs reach the webhook as localkube's admin: the
-    # creator it stamps (its token's identity) is kept.
+    # Every process here uses the admin kubeconfig, so the API's runs, the worker's ticks and the bridge's stamped
+    # Agents reach the webhooks as localkube's admin: the author each carries (its caller, the schedule's, the
+    # pack's) is kept. (That admin may carry any author: it is the cluster's administrator anyway.)
+    trusted = json.dumps([ADMIN.name])
     api = _spawn("api", [sys.executable, "-m", "api"],
                  {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port),
                   "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
                   "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_WEBHOOK_CLIENT_CA_FILE": str(client_ca),
-                  "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name]),
+                  "AGENTRUN_TRUSTED__API": trusted, "AGENTRUN_TRUSTED__WORKER": trusted,
+                  "AGENTRUN_TRUSTED__BRIDGE": trusted,
                   # A UI opened by the host's other name calls the codec across origins (with credentials).
                   "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([ui, f"http://localhost:{front_port}"]),
                   # The console links each run to its workflow in this UI.

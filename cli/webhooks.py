@@ -17,14 +17,21 @@ from kubernetes import client
 from models.kube import Conflict, typed_errors
 from models.names import (
     ADMISSION_AGENTS_PATH,
+    ADMISSION_AUTHORS_MUTATE_PATH,
     ADMISSION_DEFINITIONS_PATH,
     ADMISSION_MUTATE_PATH,
+    ADMISSION_PACKS_PATH,
+    ADMISSION_SCHEDULES_PATH,
     ADMISSION_VALIDATE_PATH,
     DEFINITION_KINDS,
     GROUP,
     VERSION,
     WEBHOOK_CONFIGURATION,
 )
+
+# The kinds whose writers hand runs something (api/grants.py): their author is stamped, their grants checked.
+AUTHORED = ("agents", "sympoziuminstances", "skillpacks", "sympoziumschedules", "ensembles", "personapacks")
+PACKS = ("skillpacks", "ensembles", "personapacks")
 
 # The verdict stamp's webhook is called only for writes that change the verdict annotations (on servers that
 # evaluate matchConditions; localkube calls it for every update and the webhook decides).
@@ -53,8 +60,9 @@ def configurations(base_url: str, ca_pem: str, *, name: str = WEBHOOK_CONFIGURAT
                    namespace_selector: dict[str, Any] | None = None,
                    failure_policy: str = "Ignore", verdict_failure_policy: str = "Fail") -> list[dict[str, Any]]:
     """The ValidatingWebhookConfiguration and the MutatingWebhookConfiguration for the API at `base_url` (HTTPS,
-    its certificate signed by `ca_pem`), with the chart's failure policies by default; and the Agents' validating
-    configuration (`<name>-agents`: their lifecycle RBAC defaults, and the warnings for packs and Models)."""
+    its certificate signed by `ca_pem`), with the chart's failure policies by default; and the configurations of the
+    kinds whose writers hand runs something (`<name>-agents`: Agents' lifecycle RBAC and Secrets, packs' and
+    schedules' grants, the warnings for packs and Models; `<name>-authors`: who wrote each, models/authorship.py)."""
     meta = {"name": name, "labels": {"app.kubernetes.io/part-of": "agentrun"}}
     validate, mutate = base_url + ADMISSION_VALIDATE_PATH, base_url + ADMISSION_MUTATE_PATH
     return [
@@ -74,10 +82,21 @@ def configurations(base_url: str, ca_pem: str, *, name: str = WEBHOOK_CONFIGURAT
          "webhooks": [_hook("agents.escalation.agentrun.dev", base_url + ADMISSION_AGENTS_PATH, ca_pem,
                             ["CREATE", "UPDATE"], failure_policy, namespace_selector,
                             resources=("agents", "sympoziuminstances"), sideEffects="None"),
+                      _hook("packs.grants.agentrun.dev", base_url + ADMISSION_PACKS_PATH, ca_pem,
+                            ["CREATE", "UPDATE"], failure_policy, namespace_selector, resources=PACKS,
+                            sideEffects="None"),
+                      _hook("schedules.grants.agentrun.dev", base_url + ADMISSION_SCHEDULES_PATH, ca_pem,
+                            ["CREATE", "UPDATE"], failure_policy, namespace_selector,
+                            resources=("sympoziumschedules",), sideEffects="None"),
                       # Warnings only, so never Fail: a webhook that cannot warn must not block a write.
                       _hook("definitions.warnings.agentrun.dev", base_url + ADMISSION_DEFINITIONS_PATH, ca_pem,
                             ["CREATE", "UPDATE"], "Ignore", namespace_selector,
                             resources=tuple(DEFINITION_KINDS), sideEffects="None")]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {**meta, "name": f"{name}-authors"},
+         "webhooks": [_hook("authors.agentrun.dev", base_url + ADMISSION_AUTHORS_MUTATE_PATH, ca_pem,
+                            ["CREATE", "UPDATE"], failure_policy, namespace_selector, resources=AUTHORED,
+                            sideEffects="None", reinvocationPolicy="Never")]},
     ]
 
 

@@ -13,13 +13,16 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .agentrun import (
+    EnvValue,
     EnvVar,
     KubeObject,
     Lifecycle,
     LocalObjectReference,
     ModelSpec,
     SandboxSpec,
+    ShortText,
     SkillRef,
+    SystemPrompt,
 )
 from .base import FieldProblem, K8sModel, parse
 from .resources import Resources
@@ -55,17 +58,17 @@ class AgentSandboxDefaults(K8sModel):
 
 
 class AgentDefaults(K8sModel):
-    model: str = ""
-    base_url: str = Field("", alias="baseURL")
+    model: ShortText = ""
+    base_url: ShortText = Field("", alias="baseURL")
     provider_headers: dict[str, str] = Field(default_factory=dict)
     provider_headers_secret_ref: str = ""
     thinking: str = ""
     run_timeout: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, EnvValue] = Field(default_factory=dict)
     lifecycle: Lifecycle | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
     subagents: Subagents = Field(default_factory=Subagents)
-    image: str = ""
+    image: ShortText = ""
     # Run-history limit per Agent (SPEC §6; default 50 when unset).
     run_history_limit: int | None = None
     # The agent container's requests and limits (models/resources.py); a run's spec.sandbox.resources wins.
@@ -185,7 +188,7 @@ class AgentSpec(K8sModel):
     auth_refs: list[AuthRef] = Field(default_factory=list)
     skills: list[Any] = Field(default_factory=list)
     policy_ref: str = ""
-    system_prompt: str = ""
+    system_prompt: SystemPrompt = ""
     # legacy shape
     provider: LegacyProvider | None = None
     policy: Any = None

@@ -11,7 +11,21 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, WithJsonSchema, model_validator
 
 from .base import K8sModel
+from .bounds import (
+    ARG_MAX_BYTES,
+    ENV_VALUE_MAX_BYTES,
+    SHORT_TEXT_MAX_BYTES,
+    SYSTEM_PROMPT_MAX_BYTES,
+    TASK_MAX_BYTES,
+    text_schema,
+)
 from .resources import Resources
+
+# Free text bounded in the CRD (models/bounds.py); the byte checks at admission and start are the exact bound.
+ShortText = Annotated[str, text_schema(SHORT_TEXT_MAX_BYTES)]
+EnvValue = Annotated[str, text_schema(ENV_VALUE_MAX_BYTES)]
+Arg = Annotated[str, text_schema(ARG_MAX_BYTES)]
+SystemPrompt = Annotated[str, text_schema(SYSTEM_PROMPT_MAX_BYTES)]
 
 PHASES = ("Pending", "Running", "PostRunning", "Succeeded", "Failed", "Skipped")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Skipped"})
@@ -28,8 +42,8 @@ class EnvVarSource(K8sModel):
 
 
 class EnvVar(K8sModel):
-    name: str
-    value: str | None = None
+    name: ShortText
+    value: EnvValue | None = None
     value_from: EnvVarSource | None = None
 
     def manifest(self) -> dict[str, Any]:
@@ -45,10 +59,10 @@ class EnvVar(K8sModel):
 
 class LifecycleHook(K8sModel):
     name: str
-    image: str
+    image: ShortText
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
-    command: list[str] = Field(default_factory=list)
-    args: list[str] = Field(default_factory=list)
+    command: list[Arg] = Field(default_factory=list)
+    args: list[Arg] = Field(default_factory=list)
     env: list[EnvVar] = Field(default_factory=list)
     timeout: str | None = None
     gate: bool = False
@@ -95,11 +109,11 @@ class LocalObjectReference(K8sModel):
 
 
 class ModelSpec(K8sModel):
-    provider: str = ""
-    model: str = Field("", validation_alias=AliasChoices("model", "name"), serialization_alias="model")
-    base_url: str = Field("", alias="baseURL")
-    thinking: str = ""
-    auth_secret_ref: str = ""
+    provider: ShortText = ""
+    model: ShortText = Field("", validation_alias=AliasChoices("model", "name"), serialization_alias="model")
+    base_url: ShortText = Field("", alias="baseURL")
+    thinking: ShortText = ""
+    auth_secret_ref: ShortText = ""
     node_selector: dict[str, str] = Field(default_factory=dict)
     # Sympozium's, no effect here (models/compat.py): extra provider headers, a Model resource to use.
     provider_headers: dict[str, str] = Field(default_factory=dict)
@@ -108,8 +122,8 @@ class ModelSpec(K8sModel):
 
 
 class ToolPolicy(K8sModel):
-    allow: list[str] = Field(default_factory=list)
-    deny: list[str] = Field(default_factory=list)
+    allow: list[ShortText] = Field(default_factory=list)
+    deny: list[ShortText] = Field(default_factory=list)
 
 
 class SkillRef(K8sModel):
@@ -183,13 +197,15 @@ class AgentSandboxSpec(K8sModel):
 class AgentRunSpec(K8sModel):
     agent_ref: str = Field("", validation_alias=AliasChoices("agentRef", "instanceRef", "agent_ref"),
                            serialization_alias="agentRef")
-    # Kept loose here so a non-string task reaches validation and fails the run with a clear message.
-    task: Any = Field(None, validation_alias=AliasChoices("task", "input"), serialization_alias="task")
-    agent_id: str = ""
-    session_key: str = ""
-    system_prompt: str = ""
+    # Kept loose here so a non-string task reaches validation and fails the run with a clear message; a string one
+    # is bounded by the CRD too (maxLength applies to strings only).
+    task: Any = Field(None, validation_alias=AliasChoices("task", "input"), serialization_alias="task",
+                      json_schema_extra={"maxLength": TASK_MAX_BYTES})
+    agent_id: ShortText = ""
+    session_key: ShortText = ""
+    system_prompt: SystemPrompt = ""
     model: ModelSpec | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, EnvValue] = Field(default_factory=dict)
     timeout: str | None = None
     lifecycle: Lifecycle | None = None
     tool_policy: ToolPolicy | None = None
@@ -199,7 +215,7 @@ class AgentRunSpec(K8sModel):
     parent: ParentRef | None = None
     cleanup: Literal["delete", "keep"] = "delete"
     mode: Literal["task", "server"] = "task"
-    image: str = ""
+    image: ShortText = ""
     # Sympozium's, with no effect here or handed on as written (models/compat.py says which).
     dry_run: bool = False
     canary_mode: bool = False
@@ -284,3 +300,7 @@ class AgentRunStatus(K8sModel):
     workflow_id: str | None = None
     delegates: list[DelegateStatus] | None = None  # sub-agent runs started under this one
     observed_generation: int | None = None
+    # Who wrote the lifecycle hooks this run executes, as recorded when it started: its creator for its own
+    # spec.lifecycle, else its Agent's author (models/authorship.py). Under a gatePolicy with approvers, its gate hook's
+    # verdict counts only when that is someone other than its creator (api/authority.py).
+    lifecycle_author: str | None = None

@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, WithJsonSchema
 
 from .agent import SecretRef, Subagents
-from .agentrun import Lifecycle, ToolPolicy
+from .agentrun import EnvValue, Lifecycle, SystemPrompt, ToolPolicy
 from .base import K8sModel
+from .bounds import TASK_MAX_BYTES, text_schema
 
 # A Kubernetes-shaped value we keep whole (a Volume, a channel's access rules): any object, nothing pruned.
 Obj = Annotated[dict[str, Any], WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})]
@@ -24,7 +25,7 @@ class PersonaSchedule(K8sModel):
     type: Literal["heartbeat", "scheduled", "sweep"] = "heartbeat"
     interval: str = ""
     cron: str = ""
-    task: str
+    task: Annotated[str, text_schema(TASK_MAX_BYTES)]
 
 
 class AgentConfigSchedule(PersonaSchedule):
@@ -55,7 +56,7 @@ class AgentConfigSpec(K8sModel):
 
     name: str
     display_name: str = ""
-    system_prompt: str
+    system_prompt: SystemPrompt
     model: str = ""
     provider: str = ""
     base_url: str = Field("", alias="baseURL")
@@ -75,7 +76,7 @@ class AgentConfigSpec(K8sModel):
     slack_options: Obj | None = None
     mcp_servers: list[Obj] = Field(default_factory=list)
     subagents: Subagents | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, EnvValue] = Field(default_factory=dict)
     run_timeout: str = ""
 
 

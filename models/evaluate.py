@@ -13,10 +13,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .agent import normalize_agent
+from . import authorship
+from .agent import AgentProfile, normalize_agent
+from .authorship import Author
 from .base import FieldProblem
+from .bounds import check_resolved_size
 from .compat import check_agent_backend, ignored_fields
-from .names import API_VERSION, POLICIES
+from .names import AGENTRUNS, AGENTS, API_VERSION, POLICIES
 from .policy import TEMPLATES, PolicyRules, normalize_policy
 from .resolve import SANDBOX_FIELD, ResolvedRun, check_subagent_limits, resolve_run
 from .skills import SKILLPACKS, missing_packs, resolve_skills, skill_pack_names
@@ -49,6 +52,9 @@ class Evaluation:
     missing_packs: list[str] = field(default_factory=list)
     # A sub-agent's parent run as the limit check read it (with `list_runs`), for the worker to link the child to.
     parent_run: dict[str, Any] | None = None
+    # The Agent as read and normalised, and the author it records (models/authorship.py), once it was read.
+    profile: AgentProfile | None = None
+    agent_author: Author | None = None
 
 
 def agent_name_of(run: dict[str, Any]) -> str:
@@ -140,9 +146,10 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str,
         out.problem = FieldProblem("spec.agentRef", f'Agent "{out.agent_name}" not found in namespace "{ns}"')
         return out
     policy: dict[str, Any] | None = None
+    out.agent_author = authorship.read(AGENTS, agent)
     try:
         check_agent_backend(agent)
-        profile = normalize_agent(agent)
+        profile = out.profile = normalize_agent(agent)
         if profile.policy_ref:
             policy = await read_policy(read, profile.policy_ref)
             if policy is None:
@@ -168,6 +175,7 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str,
             if rc and runtime_class_exists is not None and not await runtime_class_exists(rc):
                 raise FieldProblem(SANDBOX_FIELD, f'RuntimeClass "{rc}" not found in the cluster: the agent pod could '
                                                   "never be created (create the RuntimeClass, or name an existing one)")
+            check_resolved_size(out.resolved)  # everything it carries, the SkillPacks' sidecars included
         except FieldProblem:
             out.resolved = None
             raise
@@ -175,3 +183,15 @@ async def evaluate_run(run: dict[str, Any], *, read: Reader, default_image: str,
         out.problem = p
     out.ignored = ignored_fields(run, agent, policy)
     return out
+
+
+def lifecycle_author(run: dict[str, Any], ev: Evaluation) -> str | None:
+    """Who wrote the lifecycle hooks `run` executes (status.lifecycleAuthor): its creator for its own `lifecycle`,
+    else its Agent's recorded author; None when that is not recorded (or the run did not resolve)."""
+    if ev.resolved is None:
+        return None
+    spec = run.get("spec")
+    if isinstance(spec, dict) and spec.get("lifecycle") is not None:
+        creator = authorship.read(AGENTRUNS, run)
+        return creator.username if creator is not None else None
+    return ev.agent_author.username if ev.agent_author is not None else None

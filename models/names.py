@@ -32,8 +32,9 @@ LABEL_MANAGED = "app.kubernetes.io/managed-by"
 MANAGED_BY = "agentrun"
 
 ANNOTATION_WORKFLOW = "agentrun.dev/workflow-id"
-# Who created the run: stamped by the mutating admission webhook (the requesting user), or by the API with its
-# token's identity (the webhook keeps that one when the API is a trusted creator). No one may change it later.
+# Who created the run: stamped by the mutating admission webhook (the requesting user), or carried by the control
+# plane component that creates it for someone (the API its caller, the worker a schedule's author; models/authorship.py,
+# which also holds its groups' annotation). No one may change it later.
 ANNOTATION_CREATED_BY = "agentrun.dev/created-by"
 ANNOTATION_TICK = "agentrun.dev/tick-workflow"
 ANNOTATION_TICK_TIME = "agentrun.dev/tick-time"
@@ -59,6 +60,12 @@ ADMISSION_AGENTS_PATH = "/admission/agents"
 ADMISSION_DEFINITIONS_PATH = "/admission/definitions"
 DEFINITION_KINDS = {"skillpacks": "SkillPack", "personapacks": "PersonaPack", "ensembles": "Ensemble",
                     "models": "Model"}
+# Who wrote what is handed to runs (api/grants.py, models/authorship.py): the mutating webhook that stamps the author
+# of Agents, SkillPacks, schedules and packs, and the validating ones that check a SkillPack's or pack's grants and
+# Secrets, and what a schedule's runs will inherit, against that author (Agents: ADMISSION_AGENTS_PATH).
+ADMISSION_AUTHORS_MUTATE_PATH = "/admission/authors/mutate"
+ADMISSION_PACKS_PATH = "/admission/packs"
+ADMISSION_SCHEDULES_PATH = "/admission/schedules"
 
 # The run's finalizer: the worker removes it once the run's objects are cleaned up.
 RUN_FINALIZER = "agentrun.dev/cleanup"
@@ -89,6 +96,13 @@ def lifecycle_subject(namespace: str, run: str) -> str:
 
 def workspace_name(run: str) -> str:
     return f"{run}-workspace"
+
+
+def input_name(run: str) -> str:
+    """The Secret holding a run's task or system prompt too long for an env var (Sympozium's `<run>-input`
+    ConfigMap, as a Secret: a task may be as confidential as the run's result, and the worker may create Secrets but
+    never read them). Prefixed like the lifecycle account, so the worker may replace one of that name as its own."""
+    return f"sympozium-input-{run}"
 
 
 def component_label(component: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .agentrun import Lifecycle, ToolPolicy
+from .agentrun import Lifecycle, SystemPrompt, ToolPolicy
 from .base import K8sModel
 from .ensemble import (
     Condition,
@@ -30,7 +30,7 @@ from .ensemble import (
 class PersonaSpec(K8sModel):
     name: str
     display_name: str = ""
-    system_prompt: str
+    system_prompt: SystemPrompt
     model: str = ""
     skills: list[str] = Field(default_factory=list)
     tool_policy: ToolPolicy | None = None

@@ -23,10 +23,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from . import authorship
 from .agent import SecretRef
+from .authorship import Author
 from .base import FieldProblem, parse
 from .ensemble import AgentConfigSpec, EnsembleSpec, InstalledPersona
-from .names import API_VERSION
+from .names import AGENTS, API_VERSION, SCHEDULES
 from .personapack import PersonaPackSpec, as_ensemble_spec
 
 Obj = dict[str, Any]
@@ -63,6 +65,8 @@ class Pack:
     uid: str
     generation: int
     spec: EnsembleSpec
+    # Who wrote it (models/authorship.py): what it stamps out carries this author, and is checked against them.
+    author: Author | None = None
 
 
 @dataclass
@@ -83,7 +87,8 @@ def read_pack(kind: PackKind, obj: Obj) -> Pack:
     else:
         spec = parse(EnsembleSpec, raw, "spec")
     return Pack(kind=kind, name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
-                uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 1), spec=spec)
+                uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 1), spec=spec,
+                author=authorship.read(PLURALS[kind], obj))
 
 
 def agent_name(pack: Pack, persona: str) -> str:
@@ -117,11 +122,14 @@ def stamped_hash(obj: Obj, label_keys: list[str] | None = None) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _notes(obj: Obj) -> dict[str, str]:
+def _notes(obj: Obj, pack: Pack, plural: str) -> dict[str, str]:
     """The annotations of a stamped object: what the pack asked for, and (until the cluster prunes part of it,
-    which the bridge then notes) what the cluster keeps of it."""
+    which the bridge then notes) what the cluster keeps of it; and the pack's author, which the admission webhook
+    checks the object's grants against (the bridge that writes it is trusted to carry it, models/authorship.py), or
+    the empty stamp of an author not known (the bridge is nobody's author)."""
     return {ANNOTATION_STAMPED: stamped_hash(obj),
-            ANNOTATION_STORED: stamped_hash(obj, list(obj["metadata"]["labels"]))}
+            ANNOTATION_STORED: stamped_hash(obj, list(obj["metadata"]["labels"])),
+            **(pack.author.annotations(plural) if pack.author is not None else authorship.UNKNOWN)}
 
 
 def interval_to_cron(interval: str, offset: int) -> str:
@@ -230,7 +238,7 @@ def build_agent(pack: Pack, persona: AgentConfigSpec) -> Obj:
     agent_spec = {k: v for k, v in body.items() if v or k in ("agents", "authRefs")}
     obj: Obj = {"apiVersion": API_VERSION, "kind": "Agent",
                 "metadata": _meta(pack, agent_name(pack, persona.name), _labels(pack, persona)), "spec": agent_spec}
-    obj["metadata"]["annotations"] = _notes(obj)
+    obj["metadata"]["annotations"] = _notes(obj, pack, AGENTS)
     return obj
 
 
@@ -277,7 +285,7 @@ def build_schedule(pack: Pack, persona: AgentConfigSpec, index: int) -> Obj | No
                 "metadata": _meta(pack, schedule_name(pack, persona.name),
                                   {pack_label: pack.name, persona_label: persona.name}),
                 "spec": spec}
-    obj["metadata"]["annotations"] = _notes(obj)
+    obj["metadata"]["annotations"] = _notes(obj, pack, SCHEDULES)
     return obj
 
 

@@ -12,9 +12,11 @@ import re
 from typing import Any, Literal
 
 from pydantic import Field
+from pydantic.alias_generators import to_camel
 
 from agentrunner.config import AZURE, DEFAULT_BASE_URLS, ECHO, PROVIDER_KEY_ENV, provider_problem
 
+from . import bounds
 from .agent import AgentProfile, Subagents
 from .agentrun import (
     TERMINAL_PHASES,
@@ -379,9 +381,44 @@ def resolve_run(
         seccomp_profile=seccomp,
         image_pull_secrets=[r.name for r in spec.image_pull_secrets if r.name] or list(agent.image_pull_secrets),
     )
+    _check_bounds(spec, agent, resolved)
     if policy is not None:
         check_policy(resolved, policy)
     return resolved
+
+
+def _check_bounds(spec: AgentRunSpec, agent: AgentProfile, run: ResolvedRun) -> None:
+    """Each free-text field the run carries into its workflow within its bound (models/bounds.py), named as the run
+    or its Agent wrote it; the whole run is bounded once its skills are resolved (`bounds.check_resolved_size`)."""
+    bounds.check_text("spec.task", run.task, bounds.TASK_MAX_BYTES,
+                      what="a long task reaches the agent as a file, but the run itself must fit its workflow")
+    own_prompt = bool(spec.system_prompt)
+    bounds.check_text("spec.systemPrompt" if own_prompt else "agent spec.systemPrompt", run.system_prompt,
+                      bounds.SYSTEM_PROMPT_MAX_BYTES)
+    bounds.check_env_map("spec.env" if spec.env else "agent spec.agents.default.env", run.env)
+    for name in ("agent_id", "session_key", "image"):
+        bounds.check_text(f"spec.{to_camel(name)}", getattr(run, name), bounds.SHORT_TEXT_MAX_BYTES)
+    for name in ("provider", "model", "base_url", "thinking", "auth_secret_ref"):
+        field = "baseURL" if name == "base_url" else to_camel(name)
+        bounds.check_text(f"spec.model.{field}", getattr(run.model, name), bounds.SHORT_TEXT_MAX_BYTES)
+    for kind in ("allow", "deny"):
+        for i, tool in enumerate(getattr(run.tool_policy, kind)):
+            bounds.check_text(f"spec.toolPolicy.{kind}[{i}]", tool, bounds.SHORT_TEXT_MAX_BYTES)
+    for i, skill in enumerate(run.skills):
+        for key, value in sorted(skill.params.items()):
+            bounds.check_text(f"spec.skills[{i}].params.{key}", value, bounds.ENV_VALUE_MAX_BYTES)
+    bounds.check_hooks("spec.lifecycle.preRun", run.pre_run)
+    bounds.check_hooks("spec.lifecycle.postRun", run.post_run)
+
+
+def check_agent_bounds(agent: AgentProfile) -> None:
+    """An Agent's defaults its runs inherit, each within its bound (models/bounds.py), named as the Agent has them
+    (current shape)."""
+    bounds.check_text("spec.systemPrompt", agent.system_prompt, bounds.SYSTEM_PROMPT_MAX_BYTES)
+    bounds.check_env_map("spec.agents.default.env", agent.env)
+    if agent.lifecycle is not None:
+        bounds.check_hooks("spec.agents.default.lifecycle.preRun", agent.lifecycle.pre_run)
+        bounds.check_hooks("spec.agents.default.lifecycle.postRun", agent.lifecycle.post_run)
 
 
 def _check_provider(model: ModelSpec, run_provider: str, agent: AgentProfile) -> None:

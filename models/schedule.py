@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, Field
 
 from .base import FieldProblem, K8sModel
+from .bounds import TASK_MAX_BYTES, text_schema
 from .duration import parse_duration
 
 
@@ -25,7 +26,8 @@ class ScheduleSpec(K8sModel):
     agent_ref: str = Field("", validation_alias=AliasChoices("agentRef", "instanceRef", "agent_ref"),
                            serialization_alias="agentRef")
     schedule: str
-    task: str = Field("", validation_alias=AliasChoices("task", "input"), serialization_alias="task")
+    task: Annotated[str, text_schema(TASK_MAX_BYTES)] = Field("", validation_alias=AliasChoices("task", "input"),
+                                                              serialization_alias="task")
     type: Literal["heartbeat", "scheduled", "sweep"] = "scheduled"
     suspend: bool = False
     concurrency_policy: Literal["Forbid", "Allow", "Replace"] = "Forbid"

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema
 
-from .agentrun import Condition, EnvVar, RBACRule
+from .agentrun import Arg, Condition, EnvVar, RBACRule
 from .base import K8sModel
 
 # A JSON object kept whole (a JSON Schema, a core/v1 Volume): Kubernetes' own schema for it is not repeated here.
@@ -94,7 +94,7 @@ class SidecarTool(K8sModel):
 class SkillSidecar(K8sModel):
     image: str
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
-    command: list[str] | None = None
+    command: list[Arg] | None = None
     env: list[EnvVar] | None = None  # a value, or a Secret's key (valueFrom.secretKeyRef), as a hook's env
     mount_workspace: bool | None = None  # Sympozium's default: true
     resources: SidecarResources | None = None

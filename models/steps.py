@@ -63,6 +63,9 @@ class Resolution(BaseModel):
     slots: SlotLimit | None = None
     # Fields of the run, its Agent or policy with no effect here (models/compat.py), for the FieldsIgnored condition.
     ignored: list[str] = Field(default_factory=list)
+    # Who wrote the lifecycle hooks the run executes (status.lifecycleAuthor): the run's creator for its own, else
+    # its Agent's recorded author; None when unrecorded.
+    lifecycle_author: str | None = None
 
 
 class StatusWrite(BaseModel):

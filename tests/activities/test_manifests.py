@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 from activities.manifests import (
     agent_job,
     cut_utf8,
+    input_secret,
     job_name,
     lifecycle_rbac,
     postrun_job,
@@ -14,6 +17,7 @@ from activities.manifests import (
     workspace_pvc,
 )
 from models.agent import normalize_agent
+from models.bounds import ENV_TEXT_MAX_BYTES
 from models.resolve import ResolvedRun, resolve_run
 
 AGENT = normalize_agent({"metadata": {"name": "helper", "namespace": "ns"},
@@ -235,3 +239,32 @@ def test_image_pull_secrets_of_the_run_else_its_agent_go_on_every_pod_of_the_run
                     postrun_job(run, workflow_id="wf", agent_exit_code=0, agent_result="ok")):
             assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": n} for n in names], job
     assert "imagePullSecrets" not in agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]
+
+
+def test_a_task_too_long_for_an_env_var_reaches_the_agent_as_a_file_of_the_runs_input_secret() -> None:
+    """Issue 27, hole 6: a task over ENV_TEXT_MAX_BYTES is no env var (the kernel refuses one over 128 KiB); the agent
+    reads it from the run's input Secret, mounted read-only, named by TASK_FILE. A short task stays TASK."""
+    short = resolved()
+    assert input_secret(short) is None
+    (c,) = agent_job(short, workflow_id="wf")["spec"]["template"]["spec"]["containers"]
+    assert ("TASK", "do") in env_of(c) and not any(n.endswith("_FILE") for n, _ in env_of(c))
+
+    task = "é" * (ENV_TEXT_MAX_BYTES // 2 + 1)  # fewer characters than the bound, more bytes
+    run = resolved(task=task, systemPrompt="short prompt")
+    secret = input_secret(run)
+    assert secret is not None
+    assert secret["metadata"]["name"] == "sympozium-input-run1"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert base64.b64decode(secret["data"]["task"]).decode() == task and list(secret["data"]) == ["task"]
+    pod = agent_job(run, workflow_id="wf")["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    env = dict(env_of(c))
+    assert (env["TASK_FILE"], env["SYSTEM_PROMPT"]) == ("/agent-input/task", "short prompt") and "TASK" not in env
+    assert {"name": "input", "mountPath": "/agent-input", "readOnly": True} in c["volumeMounts"]
+    assert {"name": "input", "secret": {"secretName": "sympozium-input-run1"}} in pod["volumes"]
+    assert len(json.dumps(c["env"]).encode()) < ENV_TEXT_MAX_BYTES
+
+    # A retried attempt's task (the original, the rejected answer and the feedback, each cut) is TASK again.
+    (c,) = agent_job(run, workflow_id="wf", attempt=2, task="again")["spec"]["template"]["spec"]["containers"]
+    env = dict(env_of(c))
+    assert env["TASK"] == "again" and "TASK_FILE" not in env

@@ -584,3 +584,14 @@ def test_the_skills_reach_the_model_in_the_system_message_and_the_result_lists_t
     [request] = model_server.requests
     assert request.body["messages"][0] == {"role": "system", "content": (
         "You are terse.\n\nYou have these skills (from /skills):\n\n## triage.md\nRead the events first.")}
+
+
+def test_a_task_and_system_prompt_too_long_for_env_vars_are_read_from_their_files(tmp_path: Path) -> None:
+    """TASK_FILE / SYSTEM_PROMPT_FILE (the run's input Secret, mounted) win over TASK / SYSTEM_PROMPT."""
+    task, prompt = tmp_path / "task", tmp_path / "system-prompt"
+    task.write_text("é" * 100_000, encoding="utf-8")
+    prompt.write_text("be brief", encoding="utf-8")
+    config = load_config({"TASK": "short", "TASK_FILE": str(task), "SYSTEM_PROMPT_FILE": str(prompt)})
+    assert (config.task, config.system_prompt) == ("é" * 100_000, "be brief")
+    with pytest.raises(ConfigError, match=r"^TASK_FILE: cannot read .*/missing"):
+        load_config({"TASK_FILE": str(tmp_path / "missing")})

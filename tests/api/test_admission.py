@@ -26,6 +26,7 @@ from api.settings import ApiSettings
 from cli.roles import bind, ensure_roles, user
 from cli.up import install_crds
 from localkube.testing import Handle
+from models.bounds import SYSTEM_PROMPT_MAX_BYTES, TASK_MAX_BYTES
 from models.policy import ALWAYS_DENIED_ENV
 from models.roles import VIEWER
 
@@ -44,6 +45,7 @@ STRICT = {  # the current shape, one of every rule
     "deniedEnv": ["DEBUG"],
 }
 DOCS = {"template": "Restrictive", "requireApproval": ["deploy"]}  # the docs shape
+READ_SLACK = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["slack"]}
 COMPLIANT: dict[str, Any] = {
     "task": "summarise", "sandbox": {"enabled": True},
     "agentSandbox": {"enabled": True, "runtimeClass": "gvisor"},
@@ -88,10 +90,11 @@ def ns(localkube: Handle) -> Iterator[str]:
         ("agentruns", _obj("AgentRun", "up", {"agentRef": "free", "task": "plan"})),
     ]:
         custom.create_namespaced_custom_object(G, V, name, plural, body)
-    # The reviews' user holds what COMPLIANT's lifecycle.rbac grants (no escalation: api/escalation.py).
+    # The reviews' user holds what COMPLIANT's lifecycle.rbac grants (no escalation: api/escalation.py), and may read
+    # the one Secret CHATTY_AGENT names (Secrets by reference).
     rbac = client.RbacAuthorizationV1Api(api)
     rbac.create_namespaced_role(name, {"metadata": {"name": "alice"},  # type: ignore[arg-type]
-                                       "rules": COMPLIANT["lifecycle"]["rbac"]})
+                                       "rules": [*COMPLIANT["lifecycle"]["rbac"], READ_SLACK]})
     rbac.create_namespaced_role_binding(name, {  # type: ignore[arg-type]
         "metadata": {"name": "alice"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "alice"},
@@ -498,6 +501,13 @@ async def test_the_agents_webhook_warns_about_fields_with_no_effect_and_refuses_
     assert resp["allowed"] is True
     assert [w.split(":")[0] for w in resp["warnings"]] == [
         "spec.channels", "spec.memory", "spec.mcpServers", "spec.agents.default.providerHeaders"]
+    # Written by someone who may not read the Secret its channel names, it is refused (Secrets by reference).
+    body = agent_review(ns, CHATTY_AGENT)
+    body["request"]["userInfo"] = {"username": "mallory", "groups": ["system:authenticated"]}
+    resp = (await webhook.post("/admission/agents", json=body)).json()["response"]
+    assert resp["allowed"] is False and resp["status"]["code"] == 403
+    assert resp["status"]["message"].startswith('spec.channels[0].configRef.secret: "mallory" may not get Secret '
+                                                f'"slack" in namespace "{ns}"'), resp
     warm = {"agents": {"default": {"model": "m", "agentSandbox": {"enabled": True, "warmPool": {"size": 2}}}}}
     resp = (await webhook.post("/admission/agents", json=agent_review(ns, warm))).json()["response"]
     assert resp["allowed"] is False and resp["status"]["code"] == 403
@@ -548,6 +558,23 @@ async def test_a_skill_pack_that_does_not_exist_is_admitted_with_a_warning_namin
     assert out["allowed"] is True, out
     assert out["warnings"] == [f'spec.skills: SkillPack "skillpack-k8s-ops" not found in namespace "{ns}": skipped, '
                                "the run starts without it"], out
+
+
+async def test_a_task_or_agent_text_over_its_bound_is_refused_422_naming_the_field(
+        webhook: httpx.AsyncClient, ns: str) -> None:
+    """Issue 27, hole 6: such a run could not be carried by its workflow (it sat Pending for ever), so it is refused,
+    not admitted with a warning like other spec problems; counted in UTF-8 bytes (the CRD counts characters)."""
+    wide = "é" * (TASK_MAX_BYTES // 2 + 1)
+    resp = await admit(webhook, review(ns, run(ns, "free", {"task": wide})))
+    assert resp["allowed"] is False and (resp["status"]["code"], resp["status"]["reason"]) == (422, "Invalid")
+    assert resp["status"]["message"] == f"spec.task: at most {TASK_MAX_BYTES} bytes (UTF-8), got {len(wide) * 2}: " \
+                                        "a long task reaches the agent as a file, but the run itself must fit its workflow"
+    resp = await admit(webhook, review(ns, run(ns, "free", {"task": "t", "env": {"BIG": "v" * 40_000}})))
+    assert resp["status"]["message"].startswith("spec.env.BIG: at most 32768 bytes"), resp
+    long_prompt = {"agents": {"default": {"model": "m"}}, "systemPrompt": "p" * (SYSTEM_PROMPT_MAX_BYTES + 1)}
+    resp = (await webhook.post("/admission/agents", json=agent_review(ns, long_prompt))).json()["response"]
+    assert resp["allowed"] is False and resp["status"]["code"] == 422
+    assert resp["status"]["message"].startswith(f"spec.systemPrompt: at most {SYSTEM_PROMPT_MAX_BYTES} bytes"), resp
 
 
 async def test_a_misspelt_provider_is_refused_with_the_name_it_resembles(webhook: httpx.AsyncClient,

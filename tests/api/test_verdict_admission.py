@@ -117,18 +117,24 @@ def refusal_events(ns: str, run_name: str, state: State) -> list[str]:
 async def test_the_mutating_webhook_stamps_the_creator_unless_a_trusted_creator_already_did(
         webhook: httpx.AsyncClient, ns: str) -> None:
     bare = run(ns, "free", {"task": "t"})
-    assert await mutations(webhook, as_user(review(ns, bare), "carol")) == [
+    assert await mutations(webhook, as_user(review(ns, bare), "carol", "team-a")) == [
         {"op": "add", "path": "/metadata/annotations", "value": {}},
-        {"op": "add", "path": "/metadata/annotations/agentrun.dev~1created-by", "value": "carol"}]
+        {"op": "add", "path": "/metadata/annotations/agentrun.dev~1created-by", "value": "carol"},
+        {"op": "add", "path": "/metadata/annotations/agentrun.dev~1created-by-groups",
+         "value": '["team-a","system:authenticated"]'}]
     # Anyone else's claim is overwritten with who they are...
     claimed = annotated(bare, created_by="bob")
     assert await mutations(webhook, as_user(review(ns, claimed), "carol")) == [
-        {"op": "add", "path": "/metadata/annotations/agentrun.dev~1created-by", "value": "carol"}]
+        {"op": "add", "path": "/metadata/annotations/agentrun.dev~1created-by", "value": "carol"},
+        {"op": "add", "path": "/metadata/annotations/agentrun.dev~1created-by-groups",
+         "value": '["system:authenticated"]'}]
     # ...the API's stamp (its token's identity) is kept; without one the API itself is the creator.
     assert await mutations(webhook, as_user(review(ns, claimed), API_USER)) is None
     assert await mutations(webhook, as_user(review(ns, bare), API_USER)) == [
         {"op": "add", "path": "/metadata/annotations", "value": {}},
-        {"op": "add", "path": "/metadata/annotations/agentrun.dev~1created-by", "value": API_USER}]
+        {"op": "add", "path": "/metadata/annotations/agentrun.dev~1created-by", "value": API_USER},
+        {"op": "add", "path": "/metadata/annotations/agentrun.dev~1created-by-groups",
+         "value": '["system:authenticated"]'}]
 
 
 async def test_the_mutating_webhook_stamps_the_verdicts_writer_and_removes_the_stamp_with_the_verdict(
@@ -192,7 +198,10 @@ async def test_nobody_may_set_the_verdicts_writer_stamp_themselves(webhook: http
 async def test_only_the_gate_hook_or_an_approver_other_than_the_creator_may_give_the_verdict(
         webhook: httpx.AsyncClient, ns: str, state: State) -> None:
     name = f"gated-{uuid.uuid4().hex[:6]}"
+    # The run's hooks came from its Agent, written by alice (recorded by the worker when the run started): its gate
+    # hook may decide a run bob created (issue 27, hole 4: not one whose hooks bob wrote).
     old = annotated(run(ns, "reviewed", {"task": "t"}, name=name), created_by="bob")
+    old["status"] = {"phase": "PostRunning", "lifecycleAuthor": "alice"}
     hook = f"system:serviceaccount:{ns}:sympozium-lifecycle-{name}"
 
     def verdict_by(user: str, *groups: str) -> dict[str, Any]:
@@ -228,3 +237,35 @@ async def test_refusals_are_counted_by_where_and_rule(webhook: httpx.AsyncClient
     metrics = (await webhook.get("/metrics")).text
     assert state.refusals["admission gatePolicy.approvers"] == before + 1
     assert sample(metrics, "agentrun_verdicts_refused_total", via="admission", rule="gatePolicy.approvers") == before + 1
+
+
+async def test_under_approvers_a_gate_hook_its_runs_creator_wrote_cannot_decide(
+        webhook: httpx.AsyncClient, ns: str, state: State) -> None:
+    """Issue 27, hole 4: with gatePolicy approvers, a verdict's authority comes from who wrote the hook that gave it.
+    The run's own spec.lifecycle is its creator's (the worker records `lifecycleAuthor` when the run starts), and so
+    is an Agent its creator wrote; a hook whose author was not recorded cannot decide either. Each refusal is an
+    Event, a log line and a count, like the others."""
+    name = f"own-{uuid.uuid4().hex[:6]}"
+    hook = f"system:serviceaccount:{ns}:sympozium-lifecycle-{name}"
+    gate = {"postRun": [{"name": "gate", "image": "busybox", "gate": True}],
+            "rbac": [{"apiGroups": [G], "resources": ["agentruns"], "verbs": ["get", "patch"]}]}
+    own = annotated(run(ns, "reviewed", {"task": "t", "lifecycle": gate}, name=name), created_by="bob")
+    before = state.refusals["admission creators-gate-hook"]
+    for status in ({"lifecycleAuthor": "bob"}, {}):
+        old = {**own, "status": {"phase": "PostRunning", **status}}
+        body = as_user(review(ns, annotated(old, verdict=APPROVE, by=hook), op="UPDATE", old=old), hook)
+        message = refused(await admit(webhook, body), f"the run's gate hook ({hook}) may not decide it under "
+                                                      'policy "review", which names approvers')
+        assert ('its hooks were written by "bob", who created the run' if status else "was not recorded") in message
+    assert state.refusals["admission creators-gate-hook"] == before + 2
+    events = refusal_events(ns, name, state)
+    assert len(events) == 2 and all(e.startswith(f"verdict from {hook} refused (admission): the run's gate hook")
+                                    for e in events), events
+    # An approver still may; and without approvers (Agent "free" has no policy) the run's own gate hook decides.
+    old = {**own, "status": {"phase": "PostRunning", "lifecycleAuthor": "bob"}}
+    body = as_user(review(ns, annotated(old, verdict=APPROVE, by="dave"), op="UPDATE", old=old), "dave", "reviewers")
+    assert (await admit(webhook, body))["allowed"] is True
+    free = {**annotated(run(ns, "free", {"task": "t", "lifecycle": gate}, name=name), created_by="bob"),
+            "status": {"lifecycleAuthor": "bob"}}
+    body = as_user(review(ns, annotated(free, verdict=APPROVE, by=hook), op="UPDATE", old=free), hook)
+    assert (await admit(webhook, body))["allowed"] is True

@@ -82,8 +82,8 @@ WEBHOOK_READ = [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["m
                  "resourceNames": ["agentrun-agentruns"], "verbs": ["get"]}]
 # Cluster-wide even with watchNamespaces: the worker checks that a run's RuntimeClass exists (cluster-scoped).
 RUNTIMECLASS_READ = [{"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get"]}]
-# Cluster-wide even with watchNamespaces: the API asks the cluster who a token is (api/auth.py) and what its caller may
-# do (api/access.py), both cluster-scoped kinds.
+# Cluster-wide even with watchNamespaces: the API asks the cluster who a token is (api/auth.py), what its caller may
+# do (api/access.py) and whether a SkillPack's author holds its clusterRBAC (api/escalation.py): cluster-scoped kinds.
 API_REVIEWS = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
 # The ClusterRoles people are bound to (models/roles.py): no grant to a component, and the same with watchNamespaces.
@@ -101,9 +101,9 @@ ENV = {
                "AGENTRUN_IDENTITY", "AGENTRUN_SCHEDULE_RESYNC_SECONDS", "AGENTRUN_PRUNE__ENABLED", "AGENTRUN_PRUNE__KEEP",
                "AGENTRUN_PRUNE__INTERVAL_SECONDS", "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT",
                "AGENTRUN_VERDICT_WEBHOOK"},
-    "api": {"AGENTRUN_HOST", "AGENTRUN_PORT", "AGENTRUN_TOKEN_FILE", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_TRUSTED_CREATORS",
-            "AGENTRUN_NAMESPACES", "AGENTRUN_TOKEN_REVIEW", "AGENTRUN_TOKEN_REVIEW_AUDIENCES",
-            "AGENTRUN_FORWARDED_ALLOW_IPS"},
+    "api": {"AGENTRUN_HOST", "AGENTRUN_PORT", "AGENTRUN_TOKEN_FILE", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_TRUSTED__API",
+            "AGENTRUN_TRUSTED__WORKER", "AGENTRUN_TRUSTED__BRIDGE", "AGENTRUN_NAMESPACES", "AGENTRUN_TOKEN_REVIEW",
+            "AGENTRUN_TOKEN_REVIEW_AUDIENCES", "AGENTRUN_FORWARDED_ALLOW_IPS"},
 }
 
 TLS_ALL = {"temporal": {"address": "ns.acct.tmprl.cloud:7233", "tls": {"existingSecret": "temporal-mtls",
@@ -344,7 +344,7 @@ def test_both_webhooks_are_registered_with_the_certificate_and_the_settings_that
     assert [(h["name"], h["sideEffects"], h["failurePolicy"]) for h in validating] == [
         ("agentruns.policy.agentrun.dev", "NoneOnDryRun", "Ignore")]  # refusals write Events, never on a dry run
     mutating = of(docs, "MutatingWebhookConfiguration")
-    assert [m["metadata"]["name"] for m in mutating] == ["agentrun-agentruns"]
+    assert [m["metadata"]["name"] for m in mutating] == ["agentrun-agentruns", "agentrun-agentruns-authors"]
     hooks = mutating[0]["webhooks"]
     assert [(h["name"], h["rules"][0]["operations"], h["failurePolicy"]) for h in hooks] == [
         ("created-by.agentrun.dev", ["CREATE"], "Ignore"), ("verdicts.agentrun.dev", ["UPDATE"], "Fail")]
@@ -356,8 +356,19 @@ def test_both_webhooks_are_registered_with_the_certificate_and_the_settings_that
     # Only verdict writes reach the Fail webhook (on clusters that evaluate matchConditions).
     assert "sympozium.ai/gate-verdict" in hooks[1]["matchConditions"][0]["expression"] and "matchConditions" not in hooks[0]
     assert component_env(docs, "bridge")["AGENTRUN_VERDICT_WEBHOOK"]["value"] == "agentrun-agentruns"
-    assert component_env(docs, "api")["AGENTRUN_TRUSTED_CREATORS"]["value"] == \
-        f'["system:serviceaccount:{NS}:agentrun-api"]'
+    # Each component's own ServiceAccount may carry an author onto what it creates for someone (models/authorship.py).
+    for component in ("api", "worker", "bridge"):
+        assert component_env(docs, "api")[f"AGENTRUN_TRUSTED__{component.upper()}"]["value"] == \
+            f'["system:serviceaccount:{NS}:agentrun-{component}"]'
+    # The author stamp on what hands runs something, under webhook.failurePolicy.
+    (authors,) = mutating[1]["webhooks"]
+    assert (authors["name"], authors["failurePolicy"], authors["clientConfig"]["service"]["path"]) == (
+        "authors.agentrun.dev", "Ignore", "/admission/authors/mutate")
+    assert authors["rules"][0]["resources"] == ["agents", "sympoziuminstances", "skillpacks", "sympoziumschedules",
+                                                "ensembles", "personapacks"]
+    assert authors["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    strict = rendered(chart, {"webhook": {"failurePolicy": "Fail"}})
+    assert of(strict, "MutatingWebhookConfiguration")[1]["webhooks"][0]["failurePolicy"] == "Fail"
     relaxed = rendered(chart, {"webhook": {"verdictFailurePolicy": "Ignore"}})
     assert of(relaxed, "MutatingWebhookConfiguration")[0]["webhooks"][1]["failurePolicy"] == "Ignore"
 
@@ -402,12 +413,14 @@ def test_the_charts_crds_are_the_generated_ones() -> None:
         assert (CHART / "crds" / name).read_text() == render(crd)
 
 
-def test_the_api_may_delegate_only_its_delegable_rules_and_can_require_the_apiservers_client_certificate(
+def test_the_api_holds_no_rules_to_delegate_and_can_require_the_apiservers_client_certificate(
         chart: helm.Chart) -> None:
-    extra = {"apiGroups": ["sympozium.ai"], "resources": ["agentruns"], "verbs": ["get", "patch"]}
-    docs = rendered(chart, {"api": {"delegableRules": [extra]},
-                            "webhook": {"clientCA": {"existingSecret": "apiserver-client-ca"}}})
-    assert granted(docs, "api", None) == NEEDS["api"] | {("sympozium.ai", "agentruns", "patch")}
+    """Runs created through the API are checked as its caller, not as its ServiceAccount (issue 27, hole 3): the API
+    needs to hold nothing its runs' hooks get, and the chart no longer offers api.delegableRules."""
+    docs = rendered(chart, {"webhook": {"clientCA": {"existingSecret": "apiserver-client-ca"}}})
+    assert granted(docs, "api", None) == NEEDS["api"]
+    with pytest.raises(Exception, match="delegableRules"):
+        rendered(chart, {"api": {"delegableRules": []}})
     env = component_env(docs, "api")
     assert env["AGENTRUN_WEBHOOK_CLIENT_CA_FILE"]["value"] == "/etc/agentrun/webhook-client-ca/ca.crt"
     api = next(d for d in of(docs, "Deployment") if d["metadata"]["name"] == "agentrun-api")
@@ -423,7 +436,7 @@ def test_the_agents_webhook_is_registered_for_agent_kinds_beside_the_runs_webhoo
     config = next(c for c in of(docs, "ValidatingWebhookConfiguration")
                   if c["metadata"]["name"] == "agentrun-agentruns-agents")
     secret = next(s for s in of(docs, "Secret") if s["metadata"]["name"] == "agentrun-webhook-tls")
-    hook, warnings = config["webhooks"]
+    hook, packs, schedules, warnings = config["webhooks"]
     assert hook["name"] == "agents.escalation.agentrun.dev" and hook["failurePolicy"] == "Ignore"
     assert hook["clientConfig"]["service"] == {"name": "agentrun-api", "namespace": NS, "port": 443,
                                               "path": "/admission/agents"}
@@ -437,3 +450,9 @@ def test_the_agents_webhook_is_registered_for_agent_kinds_beside_the_runs_webhoo
     assert warnings["clientConfig"]["service"]["path"] == "/admission/definitions"
     assert warnings["rules"][0]["resources"] == ["skillpacks", "personapacks", "ensembles", "models"]
     assert warnings["namespaceSelector"] == hook["namespaceSelector"]
+    # Between them, the grants of packs and schedules checked against their author, under webhook.failurePolicy.
+    for checked, path, resources in ((packs, "/admission/packs", ["skillpacks", "ensembles", "personapacks"]),
+                                     (schedules, "/admission/schedules", ["sympoziumschedules"])):
+        assert checked["failurePolicy"] == "Ignore" and checked["clientConfig"]["service"]["path"] == path
+        assert checked["rules"][0]["resources"] == resources
+        assert checked["namespaceSelector"] == hook["namespaceSelector"]

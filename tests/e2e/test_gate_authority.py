@@ -61,7 +61,10 @@ def authority_api(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Ite
     port, webhook_port = free_port(), free_port()
     env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port),
            "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
-           "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED_CREATORS": '["admin"]'}
+           "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED__API": '["admin"]',
+           # The session's worker and bridge use the admin kubeconfig too: a tick's run and a pack's Agents carry
+           # their author through it.
+           "AGENTRUN_TRUSTED__WORKER": '["admin"]', "AGENTRUN_TRUSTED__BRIDGE": '["admin"]'}
     out = AuthorityApi(f"http://127.0.0.1:{port}", f"https://127.0.0.1:{webhook_port}", tls.ca_pem)
     with api_process(env, d / "api.log", {out.base + "/readyz": True}):
         yield out

@@ -434,6 +434,35 @@ def test_kubectl_apply_of_a_violating_agentrun_is_refused_by_the_webhook(
     assert stored["spec"]["model"] == {"model": "fine"}
 
 
+def test_server_side_apply_through_a_webhook_answers_created_then_configured(
+        kube: client.ApiClient, kubectl: Kubectl, configs: Configs, server: WebhookServer, namespace: str,
+        agentrun_crd: None) -> None:
+    """`kubectl apply --server-side` of an object a webhook must see: the write waits for the webhook and then
+    answers 201 (created) or 200 (changed) with the object, as for any other write (issue 27, hole 14: it answered
+    500 and stored the object anyway)."""
+    configs.create(webhook("ssa", server.url(), server.pki.ca_bundle, namespace=namespace,
+                           rules=[rule(["webhookruns"], group="webhooks.localkube.test", version="v1alpha1",
+                                       scope="Namespaced"), rule(["configmaps"])]))
+    run: Obj = {"apiVersion": "webhooks.localkube.test/v1alpha1", "kind": "WebhookRun", "metadata": {"name": "ssa"},
+                "spec": {"agentRef": "helper", "task": "hi"}}
+    out = kubectl_ok(kubectl("apply", "--server-side", "-n", namespace, "-f", "-", input=json.dumps(run)))
+    assert "webhookrun.webhooks.localkube.test/ssa serverside-applied" in out
+    run["spec"]["task"] = "again"
+    out = kubectl_ok(kubectl("apply", "--server-side", "-n", namespace, "-f", "-", input=json.dumps(run)))
+    assert "webhookrun.webhooks.localkube.test/ssa serverside-applied" in out
+    custom: Any = client.CustomObjectsApi(kube)
+    assert custom.get_namespaced_custom_object(RUNS[0], RUNS[1], namespace, RUNS[2], "ssa")["spec"]["task"] == "again"
+    # A built-in kind the same way; and the codes themselves, which kubectl does not print.
+    kubectl_ok(kubectl("apply", "--server-side", "-n", namespace, "-f", "-", input=json.dumps(configmap("ssa"))))
+    assert [r["operation"] for r in server.requests()] == ["CREATE", "UPDATE", "CREATE"]
+    for code in (201, 200):
+        answer = custom.patch_namespaced_custom_object_with_http_info(
+            RUNS[0], RUNS[1], namespace, RUNS[2], "fresh", {**run, "metadata": {"name": "fresh"}}, field_manager="test",
+            _content_type="application/apply-patch+yaml")
+        assert answer[1] == code, answer
+    assert custom.get_namespaced_custom_object(RUNS[0], RUNS[1], namespace, RUNS[2], "fresh")["spec"]["task"] == "again"
+
+
 # --------------------------------------------------------------------------------------------------
 # what the webhook is sent
 # --------------------------------------------------------------------------------------------------

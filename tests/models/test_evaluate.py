@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from models.base import PolicyViolation
-from models.evaluate import Evaluation, evaluate_run
+from models.evaluate import Evaluation, evaluate_run, lifecycle_author
 
 
 def _agent(**spec: Any) -> dict[str, Any]:
@@ -55,3 +55,29 @@ def test_a_policy_that_is_neither_an_object_nor_builtin_fails_saying_how_to_crea
     assert got.problem is not None and got.problem.field == "agent policyRef"
     assert got.problem.message.startswith('SympoziumPolicy "network-isolated" not found in namespace "ns": create it')
     assert "permissive, default, restrictive" in got.problem.message
+
+
+def test_the_lifecycle_author_is_the_runs_creator_for_its_own_hooks_and_the_agents_author_for_inherited_ones() -> None:
+    """What the worker records as status.lifecycleAuthor when the run starts: who wrote the hooks it executes (a gate
+    hook's verdict counts under gatePolicy approvers only when that is not the run's creator)."""
+    def run(**spec: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "r", "namespace": "ns", "uid": "u",
+                             "annotations": {"agentrun.dev/created-by": "bob"}},
+                "spec": {"agentRef": "helper", "task": "t", **spec}}
+
+    authored = _agent(agents={"default": {"model": "echo-1", "lifecycle": {"postRun": [
+        {"name": "gate", "image": "busybox", "gate": True}]}}})
+    authored["metadata"]["annotations"] = {"agentrun.dev/author": "alice"}
+    read_agent = {("agents", "helper"): authored}
+
+    async def read(plural: str, name: str) -> dict[str, Any] | None:
+        return read_agent.get((plural, name))
+
+    def author_of(obj: dict[str, Any]) -> str | None:
+        return lifecycle_author(obj, asyncio.run(evaluate_run(obj, read=read, default_image="agent:1")))
+
+    assert author_of(run()) == "alice"
+    assert author_of(run(lifecycle={"postRun": [{"name": "mine", "image": "busybox", "gate": True}]})) == "bob"
+    del authored["metadata"]["annotations"]
+    assert author_of(run()) is None
+    assert author_of(run(timeout="not a duration")) is None  # no resolved run, nothing executes

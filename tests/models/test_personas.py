@@ -186,3 +186,19 @@ def test_pack_settings_with_no_effect_here_are_named() -> None:
         "spec.personas[0].webEndpoint"]
     plain = {"metadata": {"name": "p"}, "spec": {"personas": [{"name": "a", "systemPrompt": "x"}]}}
     assert ignored_fields(read_pack("PersonaPack", plain)) == []
+
+
+def test_what_a_pack_stamps_out_carries_its_author_without_changing_its_hash() -> None:
+    """The bridge writes the Agents and schedules, but they are the pack's author's: the admission webhook checks
+    their grants against that author (issue 27, hole 3), and a tick's run is created in their name."""
+    plain = expand(read_pack("Ensemble", _load("ensemble.yaml")))
+    obj = _load("ensemble.yaml")
+    obj["metadata"]["annotations"] = {"agentrun.dev/author": "alice", "agentrun.dev/author-groups": '["team-a"]'}
+    stamp = expand(read_pack("Ensemble", obj))
+    for made, before in zip((*stamp.agents, *stamp.schedules), (*plain.agents, *plain.schedules), strict=True):
+        notes = made["metadata"]["annotations"]
+        assert (notes["agentrun.dev/author"], notes["agentrun.dev/author-groups"]) == ("alice", '["team-a"]')
+        assert notes[ANNOTATION_STAMPED] == before["metadata"]["annotations"][ANNOTATION_STAMPED]
+        # A pack that records no author: the empty stamp (the bridge is nobody's author).
+        assert before["metadata"]["annotations"]["agentrun.dev/author"] == ""
+        assert "agentrun.dev/author-groups" not in before["metadata"]["annotations"]

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from models.base import FieldProblem
+from models.bounds import TASK_MAX_BYTES
 from models.crds import all_crds
 from models.schedule import (
     ScheduleSpec,
@@ -117,5 +118,6 @@ def test_the_crd_keeps_instance_ref_and_input_so_they_are_not_pruned() -> None:
     crd = all_crds()["sympoziumschedules.yaml"]
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["properties"]["instanceRef"] == {"type": "string"}
-    assert spec["properties"]["input"] == {"type": "string"}
+    # the task's schema, its bound (models/bounds.py) included
+    assert spec["properties"]["input"] == {"type": "string", "maxLength": TASK_MAX_BYTES}
     assert spec["required"] == ["schedule"]
