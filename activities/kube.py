@@ -79,7 +79,7 @@ from . import skill_manifests as skm
 from .errors import application_error, kube_activity
 from .events import EventActivities
 from .manifests import RUN_MARKER, SKIP_MARKER
-from .results import AgentOutcome, agent_outcome, skip_reason
+from .results import AgentOutcome, agent_outcome, lost_outcome, lost_why, skip_reason
 
 RUN_GONE = "RunGone"
 LOG_TAIL_LINES = 1000
@@ -121,7 +121,7 @@ def _termination_message(pod: Any, container: str) -> str:
 class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
                  qps: float = 50.0, burst: int = 100, events: EventActivities | None = None,
-                 informer: Informer | None = None) -> None:
+                 informer: Informer | None = None, agent_restarts: int = 0) -> None:
         self.kube = Kube(api, qps=qps, burst=burst)
         # The worker's shared view of Jobs, pods, Agents and policies: looks are answered from it where it can.
         self.informer = informer
@@ -132,6 +132,8 @@ class KubeActivities:
         self.node = client.NodeV1Api(api)
         self.default_image = default_image
         self.fallback_poll_seconds = fallback_poll_seconds
+        # How often a run's agent is started again after its pod was lost (its runs keep a journal for it).
+        self.agent_restarts = agent_restarts
         self._agent_accounts: dict[str, float] = {}  # namespace -> when its agent ServiceAccount was last ensured
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
@@ -423,7 +425,8 @@ class KubeActivities:
             body = mf.prerun_job(run, workflow_id=req.workflow_id)
         elif req.component == "agent-run":
             await self._ensure_skill_rbac(run)
-            body = mf.agent_job(run, workflow_id=req.workflow_id, attempt=req.attempt, task=req.task)
+            body = mf.agent_job(run, workflow_id=req.workflow_id, attempt=req.attempt, task=req.task,
+                                restart=req.restart, deadline_seconds=req.deadline_seconds)
         else:
             body = mf.postrun_job(run, workflow_id=req.workflow_id, agent_exit_code=req.agent_exit_code,
                                   agent_result=req.agent_result, component=req.component, gate_only=req.gate_only,
@@ -562,17 +565,23 @@ class KubeActivities:
         return await self._agent_outcome(req.job, await self._pod_of(req.job), timed_out=req.timed_out)
 
     async def _agent_outcome(self, job: JobRef, pod: Any | None, *, timed_out: bool) -> AgentOutcome:
+        """What the agent said (its marker, else its exit code and last lines); an agent whose pod was ended from
+        outside before it reported a result is `lost` (results.lost_why), so the run may start it again."""
         if pod is None:
             if timed_out:
                 return agent_outcome("", None, timed_out=True)
-            return AgentOutcome(status="error", error=f"agent Job {job.name} has no pod", exit_code=1)
+            return lost_outcome(job.name, None, lost_why(None) or "", None)
         exit_code = None
         for cs in pod.status.container_statuses or []:
             if cs.name == "agent" and cs.state and cs.state.terminated:
                 exit_code = cs.state.terminated.exit_code
         log = await self._log(job.namespace, pod.metadata.name, "agent")
         outcome = agent_outcome(log, exit_code, timed_out=timed_out)
-        activity.logger.info("agent %s: %s (exit %s)", job.name, outcome.status, outcome.exit_code)
+        why = None if timed_out or outcome.status != "error" else lost_why(pod)
+        if why is not None:
+            outcome = lost_outcome(job.name, pod.metadata.name, why, exit_code, said=outcome)
+        activity.logger.info("agent %s: %s (exit %s)%s", job.name, outcome.status, outcome.exit_code,
+                             f"; its pod {why}" if why else "")
         return outcome
 
     @activity.defn
@@ -662,6 +671,10 @@ class KubeActivities:
         """Read the run, add the finalizer, resolve the spec against its Agent and policy, and write Pending."""
         resolution = await self.resolve_run(StartRun(ref=req.ref, resource_version=req.resource_version,
                                                      finalizers=req.finalizers))
+        if resolution.resolved is not None:
+            # Fixed with the rest of the run's input: a run's restarts (and so its journal and workspace) never
+            # change in flight, whatever the worker's setting becomes.
+            resolution.resolved.agent_restarts = self.agent_restarts
         status = AgentRunStatus(phase=Phase.PENDING, started_at=req.started_at, workflow_id=req.workflow_id,
                                 observed_generation=req.ref.generation)
         await self._write_status(req.ref, StatusUpdate(status=status), first=True)
@@ -673,7 +686,7 @@ class KubeActivities:
         workspace = None
         if req.prepare:
             await self.ensure_lifecycle_rbac(req.job)
-            if req.job.run.has_hooks:
+            if req.job.run.has_workspace:
                 workspace = await self._ensure_workspace(req.job)
         version = None
         if req.clear_verdict:
@@ -747,7 +760,7 @@ class KubeActivities:
                     if not job.labelled:  # made before the run-uid label: one by one
                         await self._delete(self.batch.delete_namespaced_job, job.name, ns, propagation="Foreground",
                                            uid=job.uid)
-            if run.has_hooks:
+            if run.has_workspace:
                 if req.workspace_uid:
                     await self._delete(self.core.delete_namespaced_persistent_volume_claim, workspace_name(name), ns,
                                        uid=req.workspace_uid)

@@ -44,6 +44,9 @@ AUTH_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "AZU
 # reads last (and agentrunner/config.py too).
 API_KEY_SECRET_KEY = "apiKey"
 API_KEY_ENV = "PROVIDER_API_KEY"
+# The agent's journal (SPEC §9): the workspace PVC's `state` directory, mounted here in the agent container only.
+STATE_PATH = "/agentrun/state"
+STATE_SUBPATH = "state"
 
 
 def lifecycle_name(run: ResolvedRun) -> str:
@@ -122,14 +125,14 @@ def workspace_pvc(run: ResolvedRun) -> Manifest:
 
 
 def _volumes(run: ResolvedRun) -> list[Manifest]:
-    if run.has_hooks:
+    if run.has_workspace:
         return [{"name": "workspace", "persistentVolumeClaim": {"claimName": workspace_name(run)}},
                 {"name": "tmp", "emptyDir": {}}]
     return [{"name": "workspace", "emptyDir": {}}, {"name": "ipc", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
 
 
 def _mounts(run: ResolvedRun) -> list[Manifest]:
-    if run.has_hooks:
+    if run.has_workspace:
         return [{"name": "workspace", "mountPath": "/workspace", "subPath": "workspace"},
                 {"name": "workspace", "mountPath": "/ipc", "subPath": "ipc"},
                 {"name": "tmp", "mountPath": "/tmp"}]
@@ -182,12 +185,15 @@ def _hook_container(hook: ResolvedHook, component: Component, env: list[Manifest
 
 
 def _job(run: ResolvedRun, component: Component, *, workflow_id: str, pod_spec: Manifest,
-         deadline_seconds: int, attempt: int = 1) -> Manifest:
-    name = job_name(run, component, attempt)
+         deadline_seconds: int, attempt: int = 1, restart: int = 0) -> Manifest:
+    name = names.job_name(run.ref.name, component, attempt, restart)
     if run.image_pull_secrets:  # every pod of the run: hooks' images may be as private as the agent's
         pod_spec = {**pod_spec, "imagePullSecrets": [{"name": n} for n in run.image_pull_secrets]}
     spec: Manifest = {
         "backoffLimit": 0,
+        # A pod deleted or evicted is not replaced while it terminates (the default would start a second agent
+        # beside the dying one, on the same journal, until the Job fails); the workflow decides what follows.
+        "podReplacementPolicy": "Failed",
         "activeDeadlineSeconds": max(1, deadline_seconds),
         "template": {"metadata": {"labels": labels(run, component)},
                      "spec": {"restartPolicy": "Never", "securityContext": deepcopy(SECURE_POD), **pod_spec}},
@@ -254,13 +260,28 @@ def agent_env(run: ResolvedRun) -> list[Manifest]:
     return env + _spec_env(run)
 
 
-def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str | None = None) -> Manifest:
-    """The agent's Job; a retried attempt has its own name and the task that carries the reviewer's feedback."""
+def state_dir(attempt: int) -> str:
+    """The agent's journal directory (AGENT_STATE_DIR) of one attempt: each attempt of a retried run has its own
+    task, so its own journal; a restart of that attempt continues the same one."""
+    return f"{STATE_PATH}/attempt-{attempt}"
+
+
+def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str | None = None, restart: int = 0,
+              deadline_seconds: int | None = None) -> Manifest:
+    """The agent's Job; a retried attempt has its own name and the task that carries the reviewer's feedback. A
+    restart (the agent's pod was lost) has its own name too, the same environment and journal, and what is left
+    of the run's time (`deadline_seconds`)."""
     env = agent_env(run)
     if task is not None:
         env = [{"name": "TASK", "value": task} if e["name"] == "TASK" else e for e in env]
     env += skm.agent_skill_env(run)
-    agent = {"name": "agent", "image": run.image, "env": env, "volumeMounts": _mounts(run) + skm.agent_skill_mounts(run),
+    mounts = _mounts(run) + skm.agent_skill_mounts(run)
+    if run.journal:
+        # The journal is on the workspace PVC beside /workspace, mounted by the agent container alone: commands
+        # (the tools container, sidecars) and hooks write /workspace, never the record of what already happened.
+        env.append({"name": "AGENT_STATE_DIR", "value": state_dir(attempt)})
+        mounts.append({"name": "workspace", "mountPath": STATE_PATH, "subPath": STATE_SUBPATH})
+    agent = {"name": "agent", "image": run.image, "env": env, "volumeMounts": mounts,
              "securityContext": dict(SECURE_CONTAINER), "resources": run.resources.wire()}
     pod: Manifest = {"serviceAccountName": AGENT_SERVICE_ACCOUNT, "automountServiceAccountToken": False,
                      "containers": [agent], "volumes": _volumes(run) + skm.skills_volumes(run)}
@@ -273,8 +294,9 @@ def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str
         pod["runtimeClassName"] = run.runtime_class_name
     if run.sandbox_sidecar is not None:
         pod["initContainers"] = [sandbox_container(run), *pod.get("initContainers", [])]
-    job = _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=run.timeout_seconds,
-               attempt=attempt)
+    job = _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod,
+               deadline_seconds=run.timeout_seconds if deadline_seconds is None else deadline_seconds,
+               attempt=attempt, restart=restart)
     pod_spec = job["spec"]["template"]["spec"]
     if run.seccomp_profile:
         pod_spec["securityContext"]["seccompProfile"] = {"type": run.seccomp_profile}

@@ -30,6 +30,7 @@ from models.names import (
     SCHEDULES,
     VERSION,
     Component,
+    agent_job_of,
     hook_container,
     job_name,
 )
@@ -75,7 +76,7 @@ class Session:
 # -- rows ---------------------------------------------------------------------------------------------------------
 
 HEADER = ("NAME", "AGENT", "PHASE", "GATE", "AGE")
-WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CREATED BY")
+WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CACHED", "CREATED BY")
 
 
 def row(run: dict[str, Any], *, wide: bool = False, namespace: bool = False) -> tuple[str, ...]:
@@ -89,6 +90,7 @@ def row(run: dict[str, Any], *, wide: bool = False, namespace: bool = False) -> 
         usage = st.get("tokenUsage") or {}
         out += (str((spec.get("model") or {}).get("model") or ""), str(st.get("attempt") or ""),
                 gate.get("decidedBy") or "", str(usage.get("totalTokens") or ""),
+                str(usage.get("cachedInputTokens") or ""),
                 (meta.get("annotations") or {}).get("agentrun.dev/created-by", ""))
     return out
 
@@ -284,7 +286,7 @@ def _log_source(run: dict[str, Any], name: str, hook: str | None, attempt: int |
     # A retried run's agent and gate hook ran once per attempt, each in Jobs of their own: the last, unless asked.
     attempt = attempt or int((run.get("status") or {}).get("attempt") or 1)
     if hook is None:
-        return job_name(name, "agent-run", attempt), "agent"
+        return agent_job_of(run, attempt), "agent"
     lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
     pre = {h.get("name") for h in lifecycle.get("preRun") or []}
     post = {h.get("name") for h in lifecycle.get("postRun") or []}

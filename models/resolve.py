@@ -130,10 +130,23 @@ class ResolvedRun(K8sModel):
     seccomp_profile: str = ""  # the agent pod's seccomp profile type; "" keeps RuntimeDefault
     # The pods' imagePullSecrets: the run's spec.imagePullSecrets, else its Agent's (as Sympozium's scheduled runs get).
     image_pull_secrets: list[str] = Field(default_factory=list)
+    # How often the agent is started again when its pod is lost before it reported a result (SPEC §9, "Journal"):
+    # the worker's setting when the run starts (0 for runs started before restarts existed, and when disabled).
+    agent_restarts: int = 0
 
     @property
     def has_hooks(self) -> bool:
         return bool(self.pre_run or self.post_run)
+
+    @property
+    def journal(self) -> bool:
+        """The agent keeps a journal on the workspace PVC: a restartable agent continues from it."""
+        return self.agent_restarts > 0
+
+    @property
+    def has_workspace(self) -> bool:
+        """The run has a workspace PVC (its hooks share /workspace with the agent, or its agent keeps a journal)."""
+        return self.has_hooks or self.journal
 
     @property
     def sidecars(self) -> list[ResolvedSkillPack]:

@@ -6,6 +6,7 @@ AGENTRUN_TEMPORAL__ADDRESS, AGENTRUN_KUBE__KUBECONFIG, AGENTRUN_NATS__URL, AGENT
 
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from models.settings import DEFAULT_AGENT_IMAGE, HealthSettings, KubeSettings, NatsSettings, TemporalSettings
@@ -25,6 +26,10 @@ class WorkerSettings(BaseSettings):
     # serves them on 9464 (worker.sdkMetricsPort); the embedded stack does not (its processes share one host).
     metrics_address: str = ""
     agent_image: str = DEFAULT_AGENT_IMAGE
+    # How often a run's agent is started again when its pod is lost before it reported a result (deleted, evicted,
+    # its node gone), continuing from its journal (SPEC §9). Every run then has a workspace PVC for the journal;
+    # 0: no restarts, and runs without hooks keep /workspace in an emptyDir.
+    agent_restarts: int = Field(2, ge=0, le=10)
     # How long a run waits for a Job event before checking the Job itself.
     fallback_poll_seconds: int = 60
     # Where the worker's shared view watches the runs' Jobs and pods ([] = all namespaces); the chart sets it to

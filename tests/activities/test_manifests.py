@@ -235,3 +235,41 @@ def test_image_pull_secrets_of_the_run_else_its_agent_go_on_every_pod_of_the_run
                     postrun_job(run, workflow_id="wf", agent_exit_code=0, agent_result="ok")):
             assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": n} for n in names], job
     assert "imagePullSecrets" not in agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]
+
+
+def test_a_restartable_agent_keeps_its_journal_on_the_workspace_pvc_in_a_directory_only_it_mounts() -> None:
+    run = resolved(**HOOKS).model_copy(update={"agent_restarts": 2})
+    plain = resolved().model_copy(update={"agent_restarts": 2})
+    for r in (run, plain):
+        pod = agent_job(r, workflow_id="wf")["spec"]["template"]["spec"]
+        assert pod["volumes"][0] == {"name": "workspace", "persistentVolumeClaim": {"claimName": "run1-workspace"}}
+        (agent,) = pod["containers"]
+        mounts = {m["mountPath"]: m.get("subPath") for m in agent["volumeMounts"]}
+        assert mounts["/agentrun/state"] == "state" and mounts["/workspace"] == "workspace"
+        assert dict(env_of(agent))["AGENT_STATE_DIR"] == "/agentrun/state/attempt-1"
+        for c in pod.get("initContainers") or []:
+            assert "/agentrun/state" not in {m["mountPath"] for m in c["volumeMounts"]}, c["name"]
+    assert dict(env_of(agent_job(run, workflow_id="wf", attempt=2)["spec"]["template"]["spec"]["containers"][0]))[
+        "AGENT_STATE_DIR"] == "/agentrun/state/attempt-2", "each attempt (its own task) has its own journal"
+    for job in (prerun_job(run, workflow_id="wf"), postrun_job(run, workflow_id="wf", agent_exit_code=0,
+                                                                agent_result="")):
+        for c in job["spec"]["template"]["spec"]["initContainers"] + job["spec"]["template"]["spec"]["containers"]:
+            assert "/agentrun/state" not in {m["mountPath"] for m in c["volumeMounts"]}, "hooks never see it"
+    without = agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]["containers"][0]
+    assert "AGENT_STATE_DIR" not in dict(env_of(without)), "no restarts: no journal"
+
+
+def test_an_agent_started_again_has_its_own_job_the_same_environment_and_what_is_left_of_its_time() -> None:
+    run = resolved(timeout="10m").model_copy(update={"agent_restarts": 2})
+    first = agent_job(run, workflow_id="wf")
+    again = agent_job(run, workflow_id="wf", restart=1, deadline_seconds=420)
+    assert again["metadata"]["name"] == "run1-restart1" and again["spec"]["activeDeadlineSeconds"] == 420
+    assert first["spec"]["activeDeadlineSeconds"] == 600
+    assert again["spec"]["template"]["spec"]["containers"] == first["spec"]["template"]["spec"]["containers"]
+
+
+def test_no_job_of_a_run_replaces_a_pod_that_is_still_terminating() -> None:
+    run = resolved(**HOOKS)
+    for job in (agent_job(run, workflow_id="wf"), prerun_job(run, workflow_id="wf"),
+                postrun_job(run, workflow_id="wf", agent_exit_code=0, agent_result="")):
+        assert job["spec"]["podReplacementPolicy"] == "Failed"

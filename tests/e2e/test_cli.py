@@ -137,7 +137,7 @@ def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path:
     assert header.split() == ["NAME", "AGENT", "PHASE", "GATE", "AGE"] and row.split()[:3] == [
         "plain", "helper", "Succeeded"]
     assert cli("list", "-o", "wide")[1].splitlines()[0].split()[5:] == ["MODEL", "ATTEMPT", "DECIDED", "BY",
-                                                                        "TOKENS", "CREATED", "BY"]
+                                                                        "TOKENS", "CACHED", "CREATED", "BY"]
     # get: the object, as JSON or YAML (the default).
     code, out, _ = cli("get", "plain", "-o", "json")
     got = json.loads(out)
