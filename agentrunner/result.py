@@ -26,17 +26,45 @@ Status = Literal["success", "error", "skipped"]
 
 @dataclass
 class Metrics:
+    """Usage summed over every model call of the run (all its containers, with a journal).
+
+    ``inputTokens`` counts cached input tokens too (OpenAI's convention; Anthropic's are added back in), and
+    ``cachedInputTokens`` says how many of them were read from the provider's cache. ``models`` sums them per model
+    name, so the control plane (the authority on cost) can price each model's tokens; the runner reports no cost.
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
     tool_calls: int = 0
     duration_ms: int = 0
+    cached_input_tokens: int = 0
+    model_calls: int = 0
+    active_ms: int = 0
+    models: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, int]:
+    def add_call(self, model: str, input_tokens: int, output_tokens: int, cached: int) -> None:
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.cached_input_tokens += cached
+        self.model_calls += 1
+        m = self.models.setdefault(model or "unknown", {"calls": 0, "inputTokens": 0, "outputTokens": 0,
+                                                        "cachedInputTokens": 0})
+        m["calls"] += 1
+        m["inputTokens"] += input_tokens
+        m["outputTokens"] += output_tokens
+        m["cachedInputTokens"] += cached
+
+    def to_dict(self) -> dict[str, Any]:
         return {
             "inputTokens": self.input_tokens,
             "outputTokens": self.output_tokens,
             "toolCalls": self.tool_calls,
             "durationMs": self.duration_ms,
+            "totalTokens": self.input_tokens + self.output_tokens,
+            "cachedInputTokens": self.cached_input_tokens,
+            "modelCalls": self.model_calls,
+            "activeMs": self.active_ms,
+            "models": [{"model": k, **v} for k, v in sorted(self.models.items())],
         }
 
 

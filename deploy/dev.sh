@@ -27,6 +27,8 @@ install_system() {
   command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
   # The console's browser tests (tests/e2e/test_console.py) drive /usr/bin/chromium with Playwright.
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  # The agent's executor is a POSIX sh script: tests/agentrunner runs it under dash and busybox ash.
+  command -v busybox >/dev/null 2>&1 || need+=(busybox)
   if [ "${#need[@]}" -gt 0 ]; then
     echo ">> apt-get install ${need[*]}"
     as_root apt-get update -qq
@@ -40,8 +42,8 @@ install_python() {
     python3 -m venv "$VENV"
   fi
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  echo ">> pip install -e .[dev,local]"
-  "$VENV/bin/python" -m pip install -q -e ".[dev,local]"
+  echo ">> pip install -e .[dev,local,agent]"
+  "$VENV/bin/python" -m pip install -q -e ".[dev,local,agent]"
 }
 
 install() {

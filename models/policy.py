@@ -215,6 +215,15 @@ class PolicyRules(K8sModel):
         """How a refusal names this policy: `policy "strict"`, with its template when it has one."""
         return f'policy "{self.name}"' + (f" (template {self.template})" if self.template else "")
 
+    def agent_tool_policy(self) -> str:
+        """The tool rules as the agent reads them (``AGENT_TOOL_POLICY``, agentrunner/policy.py): one evaluation,
+        the same order as ``models.resolve.check_policy``."""
+        import json
+
+        return json.dumps({"name": self.name, "template": self.template, "defaultAction": self.default_tool_action,
+                           "allow": self.allowed_tools, "deny": self.denied_tools, "ask": self.approval_tools},
+                          separators=(",", ":"))
+
     def image_allowed(self, image: str) -> bool:
         """imagePolicy.allowedRegistries: a prefix match; no list allows every image."""
         return not self.allowed_registries or any(image.startswith(p) for p in self.allowed_registries)

@@ -1,11 +1,14 @@
-"""The offline ``echo`` provider: deterministic answers for demos and tests, no network.
+"""The offline ``echo`` provider: deterministic answers for demos and tests, no network, no model library.
 
-The answer is ``echo: <task>`` (the task with surrounding whitespace removed), then one
-line per file under the context directory, sorted by relative name:
-``context <name>: <first line of the file>``. That makes a preRun hook's output visible in
-the run's result without any model. Token counts are whitespace-separated words (of the
-system prompt, task and context for input; of the answer for output), so metrics are
-non-zero and reproducible.
+Without tool lines the answer is ``echo: <task>`` (the task with surrounding whitespace removed), then one line per
+file under the context directory, sorted by relative name: ``context <name>: <first line of the file>``. Token
+counts are whitespace-separated words (of the system prompt, task and context for input; of the answer for
+output), so metrics are non-zero and reproducible.
+
+It can call tools, so runs can be driven through tools without a model server: each task line
+``tool:<name> <arguments JSON>`` is one round in which the model calls that tool (the arguments are passed as
+written, so bad JSON reaches the loop as a model's bad arguments would). After the last tool round it answers as
+above, followed by one line per tool result: ``tool <name> (<status>): <result>``.
 
 Test hooks, chosen by how the (stripped) task starts:
 
@@ -22,7 +25,19 @@ from __future__ import annotations
 
 import asyncio
 
-from agentrunner.providers.base import Completion, ExitRequested, Prompt, ProviderError, SkipRequested
+from agentrunner.providers.base import (
+    Conversation,
+    ExitRequested,
+    ModelTurn,
+    ProviderError,
+    SkipRequested,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+
+TOOL_PREFIX = "tool:"
 
 
 def _words(text: str) -> int:
@@ -31,9 +46,29 @@ def _words(text: str) -> int:
 
 class EchoProvider:
     name = "echo"
+    endpoint = "echo (offline)"
 
-    async def complete(self, prompt: Prompt) -> Completion:
+    async def respond(self, conversation: Conversation, tools: list[ToolSpec]) -> ModelTurn:
+        prompt = conversation.prompt
         task = prompt.task.strip()
+        rounds = sum(1 for s in conversation.steps if isinstance(s, ModelTurn))
+        if rounds == 0:
+            task = await self._hooks(task)
+        input_tokens = _words(prompt.system) + _words(task) + sum(_words(f.text) for f in prompt.context)
+        calls = [line.strip()[len(TOOL_PREFIX):] for line in task.splitlines() if line.strip().startswith(TOOL_PREFIX)]
+        if rounds < len(calls):
+            name, _, args = calls[rounds].strip().partition(" ")
+            return ModelTurn("", [ToolCall(f"echo-{rounds + 1}", name, args.strip() or "{}")],
+                             Usage(input_tokens, _words(args) + 1), "echo")
+        lines = [f"echo: {task}"]
+        lines += [f"context {f.name}: {f.first_line}" for f in prompt.context]
+        for step in conversation.steps:
+            if isinstance(step, list):
+                lines += [_result_line(r) for r in step]
+        text = "\n".join(lines)
+        return ModelTurn(text, [], Usage(input_tokens, _words(text)), "echo")
+
+    async def _hooks(self, task: str) -> str:
         if task.startswith("sleep:"):
             parts = task.removeprefix("sleep:").split(None, 1)
             seconds_text = parts[0] if parts else ""
@@ -43,13 +78,12 @@ class EchoProvider:
             except ValueError:
                 raise ProviderError(f"echo: sleep needs seconds, got {seconds_text!r}") from None
             await asyncio.sleep(max(seconds, 0.0))
-            if rest.strip():
-                return await self.complete(Prompt(prompt.system, rest, prompt.context))
-        elif task.startswith("fail:"):
+            return await self._hooks(rest.strip()) if rest.strip() else task
+        if task.startswith("fail:"):
             raise ProviderError(task.removeprefix("fail:").strip())
-        elif task.startswith("skip:"):
+        if task.startswith("skip:"):
             raise SkipRequested(task.removeprefix("skip:").strip())
-        elif task.startswith("exit:"):
+        if task.startswith("exit:"):
             code_text = task.removeprefix("exit:").strip()
             try:
                 code = int(code_text)
@@ -58,9 +92,8 @@ class EchoProvider:
             if not 0 <= code <= 255:
                 raise ProviderError(f"echo: exit code must be 0-255, got {code}")
             raise ExitRequested(code)
+        return task
 
-        lines = [f"echo: {task}"]
-        lines += [f"context {f.name}: {f.first_line}" for f in prompt.context]
-        text = "\n".join(lines)
-        input_tokens = _words(prompt.system) + _words(task) + sum(_words(f.text) for f in prompt.context)
-        return Completion(text=text, input_tokens=input_tokens, output_tokens=_words(text))
+
+def _result_line(r: ToolResult) -> str:
+    return f"tool {r.name} ({r.status}): {r.content.rstrip()}"

@@ -14,6 +14,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ from tests.fake_model import FakeModelServer, serve_model
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER_LINE = re.compile(r"^__SYMPOZIUM_RESULT__(.*)__SYMPOZIUM_END__$")
-METRIC_KEYS = {"inputTokens", "outputTokens", "toolCalls", "durationMs"}
+METRIC_KEYS = {"inputTokens", "outputTokens", "toolCalls", "durationMs"}  # Sympozium's, with their meaning
+USAGE_KEYS = {"totalTokens", "cachedInputTokens", "modelCalls", "activeMs"}  # ours (SPEC §9 Usage), integers too
 
 
 @dataclass
@@ -123,8 +125,10 @@ def test_metrics_carry_the_four_contract_keys_as_integers(run_agent: RunAgent, c
 
     metrics = run_agent("two words", SYSTEM_PROMPT="be brief").result["metrics"]
 
-    assert set(metrics) == METRIC_KEYS
-    assert all(type(v) is int for v in metrics.values())
+    assert set(metrics) == METRIC_KEYS | USAGE_KEYS | {"models"}
+    assert all(type(v) is int for k, v in metrics.items() if k != "models")
+    assert metrics["models"] == [{"model": "echo", "calls": 1, "inputTokens": metrics["inputTokens"],
+                                  "outputTokens": metrics["outputTokens"], "cachedInputTokens": 0}]
     assert metrics["inputTokens"] == 2 + 2 + 3  # system prompt + task + context, in words
     assert metrics["outputTokens"] == len("echo: two words\ncontext notes.txt: three words here".split())
     assert metrics["toolCalls"] == 0
@@ -295,17 +299,20 @@ def test_openai_provider_posts_a_chat_completion_and_reports_response_and_usage(
         "response": "Hello from the fake model.",
         "error": "",
         "metrics": {"inputTokens": 17, "outputTokens": 6, "toolCalls": 0,
-                    "durationMs": run.result["metrics"]["durationMs"]},
+                    "durationMs": run.result["metrics"]["durationMs"], "totalTokens": 23, "cachedInputTokens": 0,
+                    "modelCalls": 1, "activeMs": run.result["metrics"]["activeMs"],
+                    "models": [{"model": "gpt-test", "calls": 1, "inputTokens": 17, "outputTokens": 6,
+                                "cachedInputTokens": 0}]},
     }
     assert run.result_file() == run.result
     [request] = model_server.requests
     assert request.path == "/v1/chat/completions"
     assert request.authorization == "Bearer sk-test"
-    assert request.body == {
-        "model": "gpt-test",
-        "messages": [{"role": "system", "content": "You are terse."},
-                     {"role": "user", "content": "Say hello."}],
-    }
+    # The official SDK's request: the model, the messages, and the tools this run offers.
+    assert request.body["model"] == "gpt-test"
+    assert request.body["messages"] == [{"role": "system", "content": "You are terse."},
+                                        {"role": "user", "content": "Say hello."}]
+    assert set(request.tool_names()) == {"read_file", "write_file", "edit_file", "list_directory", "fetch_url"}
 
 
 def test_empty_provider_with_a_base_url_is_openai_compatible_and_api_key_is_the_fallback_key(
@@ -377,10 +384,13 @@ def test_anthropic_posts_to_the_messages_api_with_its_headers_and_reads_text_blo
     assert run.result["response"] == "Hello from Claude."
     assert (run.result["metrics"]["inputTokens"], run.result["metrics"]["outputTokens"]) == (11, 4)
     [request] = model_server.requests
-    assert request.path == "/v1/messages" and request.authorization is None
-    assert request.headers["x-api-key"] == "sk-ant" and request.headers["anthropic-version"] == "2023-06-01"
-    assert request.body == {"model": "claude-test", "max_tokens": 8192, "system": "Be terse.",
-                            "messages": [{"role": "user", "content": "Say hello."}]}
+    # Headers and body are the official SDK's: the Anthropic key (not the OpenAI one), a version, 8192 tokens.
+    assert request.path == "/v1/messages"
+    assert "sk-ant" in (request.headers.get("x-api-key", ""), (request.authorization or "").removeprefix("Bearer "))
+    assert "sk-openai" not in json.dumps(request.headers) and request.headers["anthropic-version"]
+    assert (request.body["model"], request.body["max_tokens"], request.body["system"]) == ("claude-test", 8192,
+                                                                                          "Be terse.")
+    assert request.body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Say hello."}]}]
 
 
 def test_an_anthropic_error_names_the_api_and_the_status(run_agent: RunAgent, model_server: FakeModelServer) -> None:
@@ -407,7 +417,10 @@ def test_the_providers_own_key_variable_wins_and_an_api_key_secret_key_is_the_la
 
 
 def test_a_missing_usage_block_counts_zero_tokens(run_agent: RunAgent, model_server: FakeModelServer) -> None:
-    model_server.reply = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+    # A well-formed chat completion (the SDK checks its shape) with no `usage` at all.
+    model_server.reply = {"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                          "choices": [{"index": 0, "finish_reason": "stop",
+                                       "message": {"role": "assistant", "content": "ok"}}]}
 
     run = run_agent("hi", MODEL_PROVIDER="vllm", MODEL_BASE_URL=model_server.base_url, MODEL_NAME="m")
 
@@ -421,9 +434,11 @@ def test_http_429_is_an_error_naming_the_status_with_a_body_excerpt(
     model_server.status = 429
     model_server.reply = {"error": {"message": "Rate limit reached for gpt-test", "type": "rate_limit"}}
 
+    # A 429 is retried (LLM_MAX_RETRIES, the SDK's backoff); one that lasts ends the run with it.
     run = run_agent("hi", MODEL_PROVIDER="openai", MODEL_BASE_URL=model_server.base_url,
-                    MODEL_NAME="gpt-test", OPENAI_API_KEY="sk-test")
+                    MODEL_NAME="gpt-test", OPENAI_API_KEY="sk-test", LLM_MAX_RETRIES="1")
 
+    assert len(model_server.requests) == 2
     assert run.returncode == 1
     assert run.result["status"] == "error"
     assert run.result["error"].startswith("OpenAI-compatible API error (HTTP 429): ")
@@ -522,14 +537,19 @@ def test_marker_line_json_round_trips_non_ascii_text() -> None:
 
 
 def test_an_offline_run_does_not_import_the_http_client() -> None:
-    """The HTTP client (and whatever it pulls in) is imported only for a provider that uses it: an echo run's pod
-    starts without it."""
-    probe = "import sys, agentrunner.runner; print('httpx' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
-    assert out.stdout.strip() == "False", out.stderr
-    named = "import agentrunner.providers as p; print(p.OpenAICompatibleProvider.__name__)"
+    """The HTTP client and the model libraries (and whatever they pull in) are imported only for a provider that
+    uses them: an echo run's pod starts without any of them, and a run imports only its own provider's family."""
+    heavy = ("httpx", "openai", "anthropic", "pydantic_ai", "mcp")
+    probe = ("import os, sys, agentrunner.runner as r; os.environ.update(TASK='hi', AGENT_IPC_DIR=sys.argv[1]); "
+             f"r.main(); print([m for m in {heavy!r} if m in sys.modules], file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", probe, tempfile.mkdtemp()], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
+    named = ("import sys; from agentrunner.providers import make_provider; from agentrunner.config import load_config;"
+             "make_provider(load_config({'TASK': 'x', 'MODEL_PROVIDER': 'ollama', 'MODEL_NAME': 'm'}), 5);"
+             "print([m for m in ('openai', 'anthropic') if m in sys.modules])")
     lazy = subprocess.run([sys.executable, "-c", named], capture_output=True, text=True, check=True, timeout=60)
-    assert lazy.stdout.strip() == "OpenAICompatibleProvider"
+    assert lazy.stdout.strip() == "['openai']"
 
 
 def test_skills_under_skills_dir_go_to_the_model_and_are_listed_when_asked(tmp_path: Path) -> None:
