@@ -50,7 +50,7 @@ from models.names import (
 )
 from models.resolve import ResolvedRun, RunRef
 from models.run import Phase, StatusUpdate
-from models.skills import sidecar_account
+from models.skills import sidecar_account, sidecar_cluster_role
 from models.slots import slot_limit
 from models.steps import (
     BeginRun,
@@ -121,7 +121,7 @@ def _termination_message(pod: Any, container: str) -> str:
 class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
                  qps: float = 50.0, burst: int = 100, events: EventActivities | None = None,
-                 informer: Informer | None = None, agent_restarts: int = 0) -> None:
+                 informer: Informer | None = None, agent_restarts: int = 0, tools_image: str = "") -> None:
         self.kube = Kube(api, qps=qps, burst=burst)
         # The worker's shared view of Jobs, pods, Agents and policies: looks are answered from it where it can.
         self.informer = informer
@@ -134,6 +134,8 @@ class KubeActivities:
         self.fallback_poll_seconds = fallback_poll_seconds
         # How often a run's agent is started again after its pod was lost (its runs keep a journal for it).
         self.agent_restarts = agent_restarts
+        # The tools container's image (where a run without a sandbox runs its commands); "": the run's own image.
+        self.tools_image = tools_image
         self._agent_accounts: dict[str, float] = {}  # namespace -> when its agent ServiceAccount was last ensured
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
@@ -356,13 +358,15 @@ class KubeActivities:
         attempt's, or a leftover of a deleted same-named run) is replaced: the worker never reads nor patches a
         Secret, so its Role grants only create and delete on them (the names `sympozium-skill-*` are ours)."""
         ns, uid = run.ref.namespace, run.ref.uid
-        for sa, secret, role, binding in mf.skill_rbac(run):
+        for pack, (sa, secret, role, binding) in zip(run.sidecars, mf.skill_rbac(run), strict=True):
             name = sa["metadata"]["name"]
             await self._create(self.core.create_namespaced_service_account, ns, sa,
                                read=self.core.read_namespaced_service_account, uid=uid)
             await self._create(self.rbac.create_namespaced_role, ns, role, read=self.rbac.read_namespaced_role, uid=uid)
             await self._create(self.rbac.create_namespaced_role_binding, ns, binding,
                                read=self.rbac.read_namespaced_role_binding, uid=uid)
+            for body in skm.sidecar_cluster_rbac(run, pack):
+                await self._create_cluster_rbac(body, uid)
             answer = await self._call(self.core.create_namespaced_service_account_token, name, ns,
                                       skm.token_request(run), action=f"request a token for ServiceAccount {name}")
             token = base64.b64encode(answer.status.token.encode()).decode()
@@ -373,14 +377,40 @@ class KubeActivities:
                 await self._delete(self.core.delete_namespaced_secret, name, ns)
                 await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
 
+    async def _create_cluster_rbac(self, body: dict[str, Any], uid: str) -> None:
+        """A sidecar's per-run ClusterRole or ClusterRoleBinding (no namespace, no owner): created, or adopted when
+        its run-uid label says it is this run's (a retried step made it). The worker may only grant what it holds: a
+        clusterRBAC beyond the chart's worker.grantableClusterRules is refused (Forbidden), and so is the run."""
+        kind, name = body["kind"], body["metadata"]["name"]
+        create, read = ((self.rbac.create_cluster_role, self.rbac.read_cluster_role) if kind == "ClusterRole" else
+                        (self.rbac.create_cluster_role_binding, self.rbac.read_cluster_role_binding))
+        try:
+            await self._call(create, body, action=f"create {kind} {name}")
+            return
+        except Conflict:
+            pass
+        existing = await self._call(read, name, action=f"read {kind} {name}")
+        if (existing.metadata.labels or {}).get(LABEL_RUN_UID) != uid:
+            raise ApplicationError(f"{kind} {name} belongs to another run; waiting for it to go", type="LeftoverObject")
+
     async def _delete_skill_rbac(self, run: ResolvedRun) -> None:
         ns, uid = run.ref.namespace, run.ref.uid
         for p in run.sidecars:
             name = sidecar_account(run.ref.name, p.name)
-            # The Secret first (by name: the worker reads no Secret), then the RoleBinding, Role and account: the
-            # token stops working with its account.
+            # The cluster-wide grant first (the binding, then the role), then the Secret (by name: the worker reads no
+            # Secret), the RoleBinding, Role and account: the token stops working with its account.
+            if p.sidecar is not None and p.sidecar.cluster_rules:
+                cluster = sidecar_cluster_role(ns, run.ref.name, uid, p.name)
+                await self._delete_cluster(self.rbac.delete_cluster_role_binding, cluster)
+                await self._delete_cluster(self.rbac.delete_cluster_role, cluster)
             await self._delete(self.core.delete_namespaced_secret, name, ns)
             await self._delete_rbac(ns, name, uid)
+
+    async def _delete_cluster(self, fn: Callable[..., Any], name: str) -> None:
+        try:
+            await self._call(fn, name, body={"propagationPolicy": "Background"}, action=f"delete {name}")
+        except NotFound:
+            return
 
     async def _ensure_agent_account(self, ns: str) -> None:
         """The namespace's shared agent ServiceAccount exists: made (or found) at most once a minute per
@@ -672,9 +702,10 @@ class KubeActivities:
         resolution = await self.resolve_run(StartRun(ref=req.ref, resource_version=req.resource_version,
                                                      finalizers=req.finalizers))
         if resolution.resolved is not None:
-            # Fixed with the rest of the run's input: a run's restarts (and so its journal and workspace) never
-            # change in flight, whatever the worker's setting becomes.
+            # Fixed with the rest of the run's input: a run's restarts (and so its journal and workspace) and its
+            # tools container's image never change in flight, whatever the worker's settings become.
             resolution.resolved.agent_restarts = self.agent_restarts
+            resolution.resolved.tools_image = self.tools_image
         status = AgentRunStatus(phase=Phase.PENDING, started_at=req.started_at, workflow_id=req.workflow_id,
                                 observed_generation=req.ref.generation)
         await self._write_status(req.ref, StatusUpdate(status=status), first=True)

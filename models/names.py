@@ -23,6 +23,8 @@ LABEL_RUN = "sympozium.ai/agent-run"
 # On a run's objects (not its pods): the uid of the AgentRun that made them, so one request can remove
 # exactly that run's Jobs (a later run of the same name has another uid).
 LABEL_RUN_UID = "agentrun.dev/run-uid"
+# On a run's cluster-scoped objects (a SkillPack sidecar's per-run ClusterRole and binding): the run's namespace.
+LABEL_RUN_NAMESPACE = "agentrun.dev/run-namespace"
 LABEL_INSTANCE = "sympozium.ai/instance"
 LABEL_PARENT_RUN = "sympozium.ai/parent-run"  # a sub-agent run's parent run, as Sympozium labels it
 LABEL_COMPONENT = "sympozium.ai/component"

@@ -37,6 +37,8 @@ class ConditionType(StrEnum):
     # The agent's pod was lost before it reported a result (deleted, evicted, its node gone), and the agent was
     # started again to continue from its journal: which pod, why, and how often (status.agentRestarts).
     AGENT_RESTARTED = "AgentRestarted"
+    # A SkillPack's sidecar has no command: it runs the executor alone, not its image's entrypoint.
+    ENTRYPOINT_NOT_RUN = "EntrypointNotRun"
 
 
 class Reason(StrEnum):
@@ -48,6 +50,7 @@ class Reason(StrEnum):
     NO_EFFECT_HERE = "NoEffectHere"
     PARENT_RUN = "ParentRun"
     POD_LOST = "PodLost"
+    NO_COMMAND = "NoCommand"
     # Why a verdict was refused (VerdictRefused's reason).
     NO_GATE = "NoGate"
     NO_GATE_WAITING = "NoGateWaiting"

@@ -30,6 +30,9 @@ class WorkerSettings(BaseSettings):
     # its node gone), continuing from its journal (SPEC §9). Every run then has a workspace PVC for the journal;
     # 0: no restarts, and runs without hooks keep /workspace in an emptyDir.
     agent_restarts: int = Field(2, ge=0, le=10)
+    # The image of the tools container, where a run without a sandbox runs its commands (it needs only a POSIX sh;
+    # any tools it should have, a run's commands find there). Empty: the agent image (agent_image).
+    tools_image: str = ""
     # How long a run waits for a Job event before checking the Job itself.
     fallback_poll_seconds: int = 60
     # Where the worker's shared view watches the runs' Jobs and pods ([] = all namespaces); the chart sets it to

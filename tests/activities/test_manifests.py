@@ -13,6 +13,7 @@ from activities.manifests import (
     prerun_job,
     workspace_pvc,
 )
+from agentrunner.executor import wrap
 from models.agent import normalize_agent
 from models.resolve import ResolvedRun, resolve_run
 
@@ -67,7 +68,7 @@ def test_agent_job_has_the_specified_shape_env_and_labels() -> None:
     assert names[-2:] == ["ALPHA", "ZED"], "spec.env comes last, sorted by key"
     assert dict(env_of(c))["TASK"] == "do"
     assert {"secretKeyRef": {"name": "key", "key": "OPENAI_API_KEY", "optional": True}} in [v for _, v in env_of(c)]
-    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/workspace", "/ipc", "/tmp"]
+    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/workspace", "/ipc", "/tmp", "/agentrun/exec"]
 
 
 def test_runs_without_hooks_use_empty_dirs_and_runs_with_hooks_share_the_pvc() -> None:
@@ -76,7 +77,7 @@ def test_runs_without_hooks_use_empty_dirs_and_runs_with_hooks_share_the_pvc() -
     hooked = agent_job(resolved(**HOOKS), workflow_id="wf")["spec"]["template"]["spec"]
     assert hooked["volumes"][0] == {"name": "workspace", "persistentVolumeClaim": {"claimName": "run1-workspace"}}
     subpaths = {m["mountPath"]: m.get("subPath") for m in hooked["containers"][0]["volumeMounts"]}
-    assert subpaths == {"/workspace": "workspace", "/ipc": "ipc", "/tmp": None}
+    assert subpaths == {"/workspace": "workspace", "/ipc": "ipc", "/tmp": None, "/agentrun/exec": None}
 
 
 def test_prerun_job_runs_hooks_in_order_under_the_lifecycle_account_with_spec_env_winning() -> None:
@@ -204,14 +205,17 @@ def test_agent_sandbox_sets_the_pods_runtime_class_and_the_sandbox_adds_sympoziu
     assert pod["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
     [sidecar] = pod["initContainers"]
     assert sidecar == {
-        "name": "sandbox", "image": "sandbox:1", "restartPolicy": "Always", "command": ["sleep", "infinity"],
-        "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}, {"name": "tmp", "mountPath": "/tmp"}],
+        "name": "sandbox", "image": "sandbox:1", "restartPolicy": "Always",
+        "command": wrap("sandbox", ["sleep", "infinity"]),  # the run's commands run here
+        "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}, {"name": "exec-tmp", "mountPath": "/tmp"},
+                         {"name": "exec", "mountPath": "/agentrun/exec/sandbox", "subPath": "sandbox"}],
         "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"]}},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}}
     assert [c["name"] for c in pod["containers"]] == ["agent"]
+    assert {"name": "EXEC_DEFAULT_TARGET", "value": "sandbox"} in pod["containers"][0]["env"]
     plain = agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]
-    assert "runtimeClassName" not in plain and "initContainers" not in plain
+    assert "runtimeClassName" not in plain and [c["name"] for c in plain["initContainers"]] == ["tools"]
     assert plain["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
