@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ class Recorded:
     body: Any
     api_key: str | None = None  # the `api-key` header (Azure OpenAI)
     headers: dict[str, str] = field(default_factory=dict)
+    at: float = 0.0  # time.monotonic() when it arrived (bench/agent.py's cold start)
 
     @property
     def stream(self) -> bool:
@@ -244,7 +246,7 @@ def serve_model() -> Iterator[FakeModelServer]:
             except ValueError:
                 body = raw.decode(errors="replace")
             recorded = Recorded(self.path, self.headers.get("Authorization"), body, self.headers.get("api-key"),
-                                dict(self.headers.items()))
+                                dict(self.headers.items()), time.monotonic())
             with state.lock:
                 state.requests.append(recorded)
                 pending = state.statuses.pop(0) if state.statuses else None

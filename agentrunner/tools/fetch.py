@@ -125,7 +125,7 @@ class Fetcher:
         return host, port, addresses[0]
 
     async def fetch(self, url: str, headers: dict[str, str], max_chars: int) -> str:
-        import httpx  # only runs that fetch pay for it
+        import httpx2 as httpx  # only runs that fetch pay for it (the HTTP client the model libraries bring)
 
         async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS, follow_redirects=False, trust_env=False) as client:
             for _hop in range(MAX_REDIRECTS + 1):

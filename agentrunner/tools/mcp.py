@@ -91,7 +91,10 @@ async def connect(servers: list[MCPServer], env: Mapping[str, str], stack: Async
     tools: list[Tool] = []
     for server in servers:
         try:
-            found = await asyncio.wait_for(_connect_one(server, env, stack), server.timeout)
+            # In this task, not another (asyncio.wait_for would make one): the MCP client's task group must be
+            # entered and left in the same task.
+            async with asyncio.timeout(server.timeout):
+                found = await _connect_one(server, env, stack)
         except Exception as exc:  # any failure of one server leaves the run without its tools, nothing more
             log.warning("MCP server %s at %s is not available (%s: %s): its tools are not offered", server.name,
                         server.url, type(exc).__name__, exc)
@@ -136,7 +139,8 @@ async def _connect_one(server: MCPServer, env: Mapping[str, str], stack: AsyncEx
 
         async def run(args: dict[str, Any], name: str = t.name) -> str:
             try:
-                result = await asyncio.wait_for(client.call_tool(name, args), server.timeout)
+                async with asyncio.timeout(server.timeout):
+                    result = await client.call_tool(name, args)
             except TimeoutError:
                 raise ToolError(f"MCP server {server.name} did not answer within {server.timeout:g}s") from None
             except ToolError:

@@ -244,3 +244,32 @@ def test_a_journal_of_another_task_is_refused(dirs: Dirs) -> None:
     other = run_agent(dirs, "another task", AGENT_STATE_DIR=str(dirs.state))
     assert other.result["status"] == "error"
     assert "belongs to another task" in other.result["error"]
+
+
+def test_a_skillpack_sidecars_declared_tool_is_offered_and_runs_in_that_sidecar_as_argv(
+        dirs: Dirs, model: FakeModelServer) -> None:
+    manifest = {"tools": [{"name": "k8s_count", "description": "Count resources of a kind.", "target": "k8s-ops",
+                           "exec": ["sh", "-c", 'printf "%s:" "$SKILL_PACK"; printf "[%s]" "$@"; echo " $(cat)"',
+                                    "count"],
+                           "positionalArgs": ["kind"], "inputMode": "stdin",
+                           "parameters": {"type": "object", "properties": {"kind": {"type": "string"}},
+                                          "required": ["kind"]}}]}
+    model.script = [Turn(calls=[Call("k8s_count", {"kind": "nodes; rm -rf /", "selector": "role=worker"})]),
+                    Turn(text="counted")]
+    with executor(dirs, "k8s-ops", env={"PATH": os.environ["PATH"], "SKILL_PACK": "k8s-ops"}):
+        run = run_agent(dirs, "count", **model_env(model, "openai", SYMPOZIUM_SKILL_TARGETS="k8s-ops",
+                                                   AGENT_SIDECAR_TOOLS=json.dumps(manifest)))
+    assert run.result["status"] == "success", run.stderr[-2000:]
+    assert "k8s_count" in model.requests[0].tool_names()
+    # `--` then the positional value as one argument; the other arguments as JSON on stdin.
+    assert model.requests[1].tool_results() == ['k8s-ops:[--][nodes; rm -rf /] {"selector": "role=worker"}\n']
+
+
+def test_skill_params_reach_the_skills_prompt_section(dirs: Dirs, model: FakeModelServer) -> None:
+    (dirs.skills / "k8s-ops.md").write_text("Use kubectl.")
+    model.script = [Turn(text="ok")]
+    run_agent(dirs, "x", **model_env(model, "openai", SYSTEM_PROMPT="Be brief.",
+                                     AGENT_SKILL_PARAMS='{"k8s-ops": {"namespace": "prod", "context": "eu"}}'))
+    system = model.requests[0].body["messages"][0]["content"]
+    assert system == ("Be brief.\n\nYou have these skills (from /skills):\n\n## k8s-ops.md\nUse kubectl.\n\n"
+                      "Skill parameters (set for this run):\n- k8s-ops: context=eu, namespace=prod")

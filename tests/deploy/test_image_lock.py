@@ -42,4 +42,15 @@ def test_the_lock_holds_no_embedded_stack_binary() -> None:
 
 
 def test_the_agent_lock_pins_what_agentrunner_imports() -> None:
-    assert "httpx" in _pins(ROOT / "deploy" / "image" / "agent-requirements.lock")
+    """The agent image installs its `agent` extra from this lock: every requirement pinned, each pin satisfying
+    pyproject.toml, with hashes, and the clients the runner imports (httpx2 for fetch_url) among them."""
+    lock = ROOT / "deploy" / "image" / "agent-requirements.lock"
+    pins = _pins(lock)
+    for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["agent"]:
+        req = Requirement(dep)
+        name = req.name.lower().replace("_", "-")
+        assert name in pins and req.specifier.contains(pins[name], prereleases=True), (
+            f"{dep!r} is not pinned in {lock.name}: regenerate with deploy/image/lock.sh")
+    assert {"openai", "anthropic", "mcp", "httpx2"} <= set(pins)
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", lock.read_text().strip())
+    assert all("--hash=sha256:" in b for b in blocks if "==" in b)

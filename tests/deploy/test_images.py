@@ -21,6 +21,7 @@ import pytest
 from cli.stack import TemporalDevServer, free_port
 from localkube.testing import Handle
 from models.search_attributes import SEARCH_ATTRIBUTES
+from tests.fake_model import Call, Turn, serve_model
 from tests.temporal_checks import registered_search_attributes
 from tests.waiting import wait_for
 
@@ -129,6 +130,24 @@ def test_the_agent_image_answers_an_echo_run(mounted: dict[str, Mounted]) -> Non
                                                   "AGENT_IPC_DIR": "/tmp/ipc", "AGENT_CONTEXT_DIR": "/tmp/context"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert "echo: hello from a container" in out.stdout
+
+
+def test_the_agent_image_runs_a_tool_loop_against_a_model_with_compiled_bytecode(mounted: dict[str, Mounted]) -> None:
+    """The image's own pydantic-ai and OpenAI SDK against the scripted model on 127.0.0.1: one tool round, then the
+    answer; its modules come compiled (no source is compiled at a pod's start, on a read-only root)."""
+    site = next((mounted[AGENT].root / "opt/agent/lib").glob("python3*/site-packages"))
+    assert list((site / "pydantic_ai" / "__pycache__").glob("*.pyc")) and list(
+        (site / "agentrunner" / "__pycache__").glob("*.pyc"))
+    with serve_model() as model:
+        model.script = [Turn(calls=[Call("list_directory", {"path": "."})]), Turn(text="listed it")]
+        cmd = sandbox(mounted[AGENT], [], share_net=True, env={
+            "TASK": "list the workspace", "MODEL_PROVIDER": "openai", "MODEL_BASE_URL": model.base_url,
+            "MODEL_NAME": "m", "OPENAI_API_KEY": "sk-image", "AGENT_IPC_DIR": "/tmp/ipc", "WORKSPACE_DIR": "/tmp",
+            "AGENT_CONTEXT_DIR": "/tmp/context"})
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert '"response":"listed it"' in out.stdout and '"toolCalls":1' in out.stdout
+    assert len(model.requests) == 2
 
 
 def test_the_images_carry_no_compiler_and_no_embedded_stack_binaries(mounted: dict[str, Mounted]) -> None:

@@ -1,0 +1,174 @@
+"""The agent program's own costs (agentrunner/), against the scripted fake model (tests/fake_model.py), which
+answers at once: what the runner adds to a run, apart from the model and the cluster.
+
+- cold start: ``python -m agentrunner`` started as a process until the model receives its first request, p50 of
+  ``--starts`` (OpenAI and Anthropic providers; bytecode as the installed packages have it);
+- round overhead: a ``--rounds`` run, one tool call (``list_directory``) per round, in this process through the
+  real provider (the OpenAI SDK via pydantic-ai) with the journal on: each round's time minus the model call's and
+  the tool's, p50;
+- exec round trip: ``execute_command`` of ``true`` through the executor (dash, another process), p50 of
+  ``--execs``;
+- file tools: write_file, read_file and edit_file of a small file under a workspace, p50 of each call;
+- journal bytes per round: what the journal grows by per round of that run (flat: no copy of the history).
+
+``run20_overhead_s`` (a 20-round run create → Succeeded on the cluster, minus the model's time) needs the control
+plane and is left ``null`` here.
+
+Usage: python -m bench.agent [--starts 5] [--rounds 20] [--execs 50] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from agentrunner.config import load_config
+from agentrunner.executor import SCRIPT
+from agentrunner.journal import Journal
+from agentrunner.loop import Loop, default_hooks
+from agentrunner.policy import ToolPolicy
+from agentrunner.providers import Conversation, Prompt, make_provider
+from agentrunner.tools.files import Roots, edit_file, file_tools, read_file, write_file
+from agentrunner.tools.shell import Executor
+from bench.runs import print_figures
+from tests.fake_model import Call, FakeModelServer, Turn, serve_model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def p50(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def cold_starts(model: FakeModelServer, provider: str, n: int, tmp: Path) -> list[float]:
+    base = model.root_url if provider == "anthropic" else model.base_url
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "TASK": "hello", "MODEL_PROVIDER": provider,
+           "MODEL_NAME": "bench", "MODEL_BASE_URL": base, "OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k",
+           "AGENT_IPC_DIR": str(tmp / "ipc"), "WORKSPACE_DIR": str(tmp), "SKILLS_DIR": str(tmp / "none")}
+    model.script = [Turn(text="hi")]
+    out = []
+    for _ in range(n):
+        before = len(model.requests)
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "agentrunner"], env=env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, check=False)
+        if proc.returncode != 0 or len(model.requests) <= before:
+            print(f"cold start ({provider}) failed: {proc.stderr[-1000:]}", file=sys.stderr)
+            continue
+        out.append(model.requests[before].at - t0)
+    return out
+
+
+def rounds_run(model: FakeModelServer, rounds: int, tmp: Path) -> tuple[list[float], float]:
+    """(our own seconds per round, journal bytes per round) of a `rounds`-round run in this process."""
+    model.script = [Turn(calls=[Call("list_directory", {"path": "."})]) for _ in range(rounds - 1)]
+    model.script.append(Turn(text="done"))
+    model.served = 0
+    config = load_config({"TASK": "bench", "MODEL_PROVIDER": "openai", "MODEL_NAME": "bench",
+                          "MODEL_BASE_URL": model.base_url, "OPENAI_API_KEY": "k"})
+    workspace = tmp / "rounds"
+    workspace.mkdir()
+    policy = ToolPolicy()
+    loop = Loop(model=make_provider(config, 30), tools=file_tools(Roots(workspace, tmp / "none")), policy=policy,
+                hooks=default_hooks(policy), journal=Journal(tmp / "state"),
+                conversation=Conversation(Prompt("bench", "bench", [])), max_rounds=rounds + 1, run_timeout=600,
+                run_timeout_text="600s")
+    result = asyncio.run(loop.run())
+    loop.close(result)
+    assert result.status == "success", result.error
+    journal = (tmp / "state" / "journal.jsonl").stat().st_size
+    return loop.round_overhead, journal / rounds
+
+
+def exec_roundtrips(n: int, tmp: Path) -> list[float]:
+    exec_dir = tmp / "exec"
+    proc = subprocess.Popen(["dash", "-c", SCRIPT, "agentrun-exec", str(exec_dir / "tools")],
+                            env={"PATH": os.environ.get("PATH", "")}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    client = Executor(exec_dir, ("tools",), "tools", 30)
+
+    async def run_all() -> list[float]:
+        out = []
+        for _ in range(n + 1):
+            t0 = time.monotonic()
+            outcome = await client.run("tools", "true\n", seconds=10, cwd=str(tmp))
+            assert outcome.exit_code == 0
+            out.append(time.monotonic() - t0)
+        return out[1:]  # the first waits for the executor to come up
+
+    try:
+        return asyncio.run(run_all())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def file_ops(n: int, tmp: Path) -> list[float]:
+    ws = tmp / "files"
+    ws.mkdir()
+    roots = Roots(ws, tmp / "none")
+    out = []
+
+    async def run_all() -> None:
+        for i in range(n):
+            for fn, args in ((write_file, {"path": "d/f.txt", "content": f"line {i}\nsecond\n"}),
+                             (read_file, {"path": "d/f.txt"}),
+                             (edit_file, {"path": "d/f.txt", "edits": [{"old_string": "second", "new_string": "2"}]})):
+                t0 = time.perf_counter()
+                await fn(args, roots)
+                out.append(time.perf_counter() - t0)
+
+    asyncio.run(run_all())
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--starts", type=int, default=5, help="cold starts per provider")
+    p.add_argument("--rounds", type=int, default=20, help="rounds of the in-process run")
+    p.add_argument("--execs", type=int, default=50, help="execute_command round trips")
+    p.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
+    args = p.parse_args()
+    figures: dict[str, float | None] = {"load_avg_1m_start": load(), "starts": args.starts, "rounds": args.rounds}
+    with tempfile.TemporaryDirectory() as d, serve_model() as model:
+        tmp = Path(d)
+        openai = cold_starts(model, "openai", args.starts, tmp)
+        anthropic = cold_starts(model, "anthropic", args.starts, tmp)
+        figures["agent_cold_start_s"] = p50(openai)
+        figures["agent_cold_start_anthropic_s"] = p50(anthropic)
+        print(f"cold start to the first model request: openai p50 {figures['agent_cold_start_s']} s "
+              f"({[round(x, 3) for x in openai]}), anthropic p50 {figures['agent_cold_start_anthropic_s']} s")
+        overhead, journal_per_round = rounds_run(model, args.rounds, tmp)
+        figures["round_overhead_ms_p50"] = (p50(overhead) or 0) * 1000
+        figures["round_overhead_ms_max"] = max(overhead) * 1000 if overhead else None
+        figures["journal_bytes_per_round"] = journal_per_round
+        print(f"{args.rounds} rounds: the runner's own time per round p50 {figures['round_overhead_ms_p50']:.2f} ms, "
+              f"journal {journal_per_round:.0f} bytes per round")
+        execs = exec_roundtrips(args.execs, tmp)
+        figures["exec_roundtrip_ms_p50"] = (p50(execs) or 0) * 1000
+        print(f"execute_command `true` through the executor: p50 {figures['exec_roundtrip_ms_p50']:.1f} ms")
+        files = file_ops(max(args.execs, 10), tmp)
+        figures["file_tool_ms_p50"] = (p50(files) or 0) * 1000
+        print(f"file tools (write, read, edit): p50 {figures['file_tool_ms_p50']:.2f} ms")
+    figures["run20_overhead_s"] = None  # the control plane's (a run on the cluster)
+    figures["load_avg_1m_end"] = load()
+    print(f"load average (1 min): {figures['load_avg_1m_start']:.2f} at the start, {figures['load_avg_1m_end']:.2f} "
+          "at the end")
+    if args.json:
+        print_figures(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
