@@ -18,6 +18,7 @@ from kubernetes import client
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from models import run_logs
 from models.agentrun import AgentRunStatus, DelegateStatus
 from models.base import FieldProblem, PolicyViolation
 from models.evaluate import Reader, RunLister, evaluate_run
@@ -121,7 +122,8 @@ def _termination_message(pod: Any, container: str) -> str:
 class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
                  qps: float = 50.0, burst: int = 100, events: EventActivities | None = None,
-                 informer: Informer | None = None, agent_restarts: int = 0, tools_image: str = "") -> None:
+                 informer: Informer | None = None, keep_log_bytes: int = run_logs.DEFAULT_KEEP_LOG_BYTES,
+                 agent_restarts: int = 0, tools_image: str = "") -> None:
         self.kube = Kube(api, qps=qps, burst=burst)
         # The worker's shared view of Jobs, pods, Agents and policies: looks are answered from it where it can.
         self.informer = informer
@@ -137,6 +139,7 @@ class KubeActivities:
         # The tools container's image (where a run without a sandbox runs its commands); "": the run's own image.
         self.tools_image = tools_image
         self._agent_accounts: dict[str, float] = {}  # namespace -> when its agent ServiceAccount was last ensured
+        self.keep_log_bytes = keep_log_bytes  # of each container's log, kept at cleanup (0: none)
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
         return await self.kube.call(fn, *args, action=action, **kw)
@@ -617,8 +620,30 @@ class KubeActivities:
     @activity.defn
     @kube_activity
     async def delete_job(self, req: DeleteJob) -> None:
+        """Stop a Job (a timeout, a verdict given while the gate hook still runs): its pods go with it, so the tail of
+        their logs is kept first, as the cleanup keeps the others'."""
+        try:
+            await self._keep_stopped_logs(req.job)
+        except Exception:  # a log is never worth a step that fails and retries
+            activity.logger.exception("the logs of Job %s/%s are not kept", req.job.namespace, req.job.name)
         await self._delete(self.batch.delete_namespaced_job, req.job.name, req.job.namespace,
                            propagation="Foreground" if req.foreground else "Background", uid=req.job.uid)
+
+    async def _keep_stopped_logs(self, job: JobRef) -> None:
+        """The run a Job belongs to is in its labels (the shared view's copy, else read)."""
+        if self.keep_log_bytes <= 0 or not job.labelled:
+            return
+        obj = self.informer.job(job.uid) if self.informer is not None else None
+        if obj is None:
+            try:
+                obj = await self._call(self.batch.read_namespaced_job, job.name, job.namespace,
+                                       action=f"read Job {job.name}")
+            except NotFound:
+                return
+        labels = obj.metadata.labels or {}
+        run, uid = labels.get(LABEL_RUN), labels.get(LABEL_RUN_UID)
+        if run and uid and obj.metadata.uid == job.uid:
+            await self._keep_logs(RunRef(namespace=job.namespace, name=run, uid=uid), [job])
 
     async def _delete(self, fn: Callable[..., Any], name: str, ns: str, *, propagation: str = "Background",
                       uid: str | None = None) -> None:
@@ -781,7 +806,13 @@ class KubeActivities:
         if run is not None:
             if req.kill:
                 await self._delete_jobs_of(ns, name, uid)  # a cut-short step may have made one not yet known
-            elif not req.keep_jobs:
+            else:
+                # Before the Jobs go (their pods with them): the run is not being deleted, so its logs outlive them.
+                try:
+                    await self._keep_logs(req.ref, req.jobs)
+                except Exception:  # a log is never worth a cleanup that fails and retries: the finalizer must go
+                    activity.logger.exception("the logs of AgentRun %s/%s are not kept", ns, name)
+            if not req.kill and not req.keep_jobs:
                 if any(job.labelled for job in req.jobs):
                     # One request for all of them: exactly this run's (by its uid), whatever their names.
                     await self._call(self.batch.delete_collection_namespaced_job, ns,
@@ -804,6 +835,61 @@ class KubeActivities:
             await self._delete_skill_rbac(run)
         await self._release(req.ref)
         return published
+
+    async def _keep_logs(self, ref: RunRef, jobs: list[JobRef]) -> None:
+        """The tail of each container's log of `jobs` (the agent's, each hook's, every attempt) in the run's ConfigMap
+        `<run>-logs`, owned by the run (models/run_logs.py): made by the first step that keeps logs, added to by the
+        next (a Job stopped early, then the cleanup). Best effort: a log that cannot be read is left out, and a
+        ConfigMap that cannot be written is a warning; the step goes on either way."""
+        if self.keep_log_bytes <= 0 or not jobs:
+            return
+        ns, name, uid = ref.namespace, ref.name, ref.uid
+        wanted: list[tuple[str, str, str]] = []  # (key, pod, container)
+        for job in jobs:
+            try:
+                pod = await self._pod(job, over=False)
+            except KubeError as e:
+                activity.logger.warning("the logs of Job %s/%s are not kept: %s", ns, job.name, e)
+                continue
+            if pod is None:
+                continue
+            # From the pod's status (the worker's view keeps no spec): the hooks' containers and the agent's.
+            status = pod.status
+            containers = [c.name for c in (status.init_container_statuses if status else None) or []
+                          if hook_of(c.name) != c.name]
+            containers += [c.name for c in (status.container_statuses if status else None) or [] if c.name == "agent"]
+            wanted += [(run_logs.log_key(job.name, c), pod.metadata.name, c) for c in containers]
+        limit = run_logs.per_container(len(wanted), self.keep_log_bytes)
+        logs: dict[str, str] = {}
+        for key, pod_name, container in wanted:
+            try:
+                text: str = await self._call(self.core.read_namespaced_pod_log, pod_name, ns, container=container,
+                                             tail_lines=run_logs.TAIL_LINES,
+                                             action=f"read log of {pod_name}/{container}")
+            except KubeError:
+                continue  # never started, or gone: nothing to keep
+            logs[key] = run_logs.tail(text, limit)
+        if not logs:
+            return
+        body = run_logs.manifest(namespace=ns, run=name, uid=uid, logs=logs)
+        cm = body["metadata"]["name"]
+        try:
+            await self._call(self.core.create_namespaced_config_map, ns, body, action=f"create ConfigMap {cm}")
+            return
+        except Conflict:
+            pass  # made by an earlier step (or try): add these logs to it
+        except KubeError as e:
+            activity.logger.warning("the logs of AgentRun %s/%s are not kept: %s", ns, name, e)
+            return
+        # One JSON patch, no read: its first operation tests that the run owns the ConfigMap (a same-named one of
+        # an earlier run, or of someone else, is left alone).
+        ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": uid}]
+        ops += [{"op": "add", "path": f"/data/{key}", "value": text} for key, text in logs.items()]
+        try:
+            await self._call(self.core.patch_namespaced_config_map, cm, ns, ops,
+                             _content_type="application/json-patch+json", action=f"add logs to ConfigMap {cm}")
+        except KubeError as e:
+            activity.logger.warning("the logs of AgentRun %s/%s are not kept: %s", ns, name, e)
 
     async def _release(self, ref: RunRef) -> None:
         """Remove our finalizer with one patch that needs no read when it is the object's only finalizer

@@ -9,8 +9,9 @@ and ``fsync``'d, never rewritten: a round adds only its own records (no copy of 
   is refused, not continued);
 - ``{"k": "model", "round": n, "text", "calls": [{id, name, arguments}], "usage": {...}, "model", "native"}`` — a
   model response (``native`` is the provider library's own message, for a faithful replay);
-- ``{"k": "call", "id", "name", "arguments"}`` — a tool call is about to run;
-- ``{"k": "result", "id", "name", "content", "status"}`` — its result, as the model reads it;
+- ``{"k": "call", "round", "id", "name", "arguments"}`` — a tool call is about to run;
+- ``{"k": "result", "round", "id", "name", "content", "status"}`` — its result, as the model reads it (a call is
+  known by its round and id: local servers reuse ids like ``call_0`` every round);
 - ``{"k": "end", "result": {...}}`` — the run's result (a container started again only reports it again).
 
 Every record carries ``active_ms``: the agent's active time so far, across all its containers (SPEC §10: parked
@@ -46,11 +47,15 @@ class Replay:
     """What an earlier container of the run recorded."""
 
     turns: list[dict[str, Any]] = field(default_factory=list)  # model records, in order
-    started: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> call record
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> result record
+    started: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_key -> call record
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_key -> result record
     end: dict[str, Any] | None = None
     active_ms: int = 0
     records: int = 0
+
+
+def call_key(round_: int, call_id: str) -> str:
+    return f"{round_}/{call_id}"
 
 
 def task_hash(task: str) -> str:
@@ -110,9 +115,9 @@ class Journal:
         elif kind == "model":
             replay.turns.append(record)
         elif kind == "call":
-            replay.started[record["id"]] = record
+            replay.started[call_key(record.get("round", 0), record["id"])] = record
         elif kind == "result":
-            replay.results[record["id"]] = record
+            replay.results[call_key(record.get("round", 0), record["id"])] = record
         elif kind == "end":
             replay.end = record.get("result")
 

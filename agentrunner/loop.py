@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner.hooks import HookRegistry, PhaseContext, Skipped, StopRun
-from agentrunner.journal import Journal, Replay
+from agentrunner.journal import Journal, Replay, call_key
 from agentrunner.policy import NeedsApproval, PolicyDenied, ToolPolicy
 from agentrunner.providers.base import (
     Conversation,
@@ -197,14 +197,15 @@ class Loop:
 
     async def _act(self, call: ToolCall) -> ToolResult:
         self._tool_seconds = 0.0
-        recorded = self.replay.results.get(call.id)
+        key = call_key(self.state.round, call.id)
+        recorded = self.replay.results.get(key)
         if recorded is not None:
             return ToolResult(call.id, call.name, recorded["content"], recorded.get("status", "ok"))
-        if call.id in self.replay.started:
+        if key in self.replay.started:
             tool = self.tools.get(call.name)
             if tool is None or not tool.read_only:
                 result = ToolResult(call.id, call.name, INTERRUPTED, "interrupted")
-                self.record({"k": "result", "id": call.id, "name": call.name, "content": result.content,
+                self.record({"k": "result", "round": self.state.round, "id": call.id, "name": call.name, "content": result.content,
                              "status": result.status})
                 return result
         outcome = await self.hooks.run("act", self.ctx(call=call), lambda: self._execute(call))
@@ -218,7 +219,7 @@ class Loop:
                 content = f"not run: a hook refused it: {error}"
             result = ToolResult(call.id, call.name, content, "denied")
             log.info("tool call %s %s denied: %s", call.id, call.name, content)
-            self.record({"k": "result", "id": call.id, "name": call.name, "content": content, "status": "denied"})
+            self.record({"k": "result", "round": self.state.round, "id": call.id, "name": call.name, "content": content, "status": "denied"})
             return result
         return outcome
 
@@ -234,9 +235,9 @@ class Loop:
             content = (f"Error: unknown tool {call.name!r}; the tools are: {names}" if tool is None
                        else f"Error: {call.name} is not offered in this run")
             result = ToolResult(call.id, call.name, content, "error")
-            self.record({"k": "result", "id": call.id, "name": call.name, "content": content, "status": "error"})
+            self.record({"k": "result", "round": self.state.round, "id": call.id, "name": call.name, "content": content, "status": "error"})
             return result
-        self.record({"k": "call", "id": call.id, "name": call.name, "arguments": call.arguments})
+        self.record({"k": "call", "round": self.state.round, "id": call.id, "name": call.name, "arguments": call.arguments})
         log.info("tool call %s: %s %s", call.id, call.name, call.arguments[:200])
         t0 = time.monotonic()
         status = "ok"
@@ -254,7 +255,7 @@ class Loop:
             content, status = f"Error: {call.name} failed: {type(exc).__name__}: {exc}", "error"
         self._tool_seconds = max(self._tool_seconds, time.monotonic() - t0)
         content = cut(content)
-        self.record({"k": "result", "id": call.id, "name": call.name, "content": content, "status": status})
+        self.record({"k": "result", "round": self.state.round, "id": call.id, "name": call.name, "content": content, "status": status})
         return ToolResult(call.id, call.name, content, status)
 
     async def _observe(self, results: list[ToolResult]) -> None:

@@ -4,10 +4,12 @@ stores encrypted (models/codec.py).
 
 Both take and answer `{"payloads": [{"metadata": {name: base64}, "data": base64}]}`. A caller is authenticated by
 the API's bearer tokens (`Authorization: Bearer <token>`, which `temporal --codec-auth` and a Temporal UI that
-passes its users' access tokens send), or by a cookie that `GET /codec/login` sets in an operator's browser for a
-Temporal UI without single sign-on (the dev server's): the UI then sends it with "include cross-origin
-credentials". Browsers may call these routes from the origins of `AGENTRUN_CODEC_CORS_ORIGINS` only, and no other
-route of the API answers cross-origin requests.
+passes its users' access tokens send), or in a browser by the web console's session (signing in to the console
+signs in to the codec: its cookie goes to every path of this host, and holds no token) or by a cookie that
+`GET /codec/login` sets for a Temporal UI without single sign-on. A Temporal UI on another origin sends those
+cookies with "include cross-origin credentials"; the embedded stack's UI has the codec on its own origin
+(cli/uifront.py), so it sends them with nothing to set. Browsers may call these routes from the origins of
+`AGENTRUN_CODEC_CORS_ORIGINS` only, and no other route of the API answers cross-origin requests.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from temporalio.api.common.v1 import Payload
 from models.codec import CodecError, EncryptionCodec
 
 from .auth import ANONYMOUS, Caller
+from .console.sessions import COOKIE as CONSOLE_COOKIE
+from .console.sessions import SessionStore
 from .deps import StateDep
 from .settings import ApiSettings
 
@@ -40,10 +44,17 @@ router = APIRouter(prefix=PREFIX, tags=["codec"])
 
 
 def codec_caller(request: Request, state: StateDep) -> Caller:
-    """The bearer token, else the login cookie: both are the API's tokens."""
+    """The bearer token, else the console's session, else the login cookie (all three stand for the API's tokens)."""
     if state.settings.insecure and not state.tokens.tokens():
         return ANONYMOUS
     header = request.headers.get("authorization", "")
+    if not header.lower().startswith("bearer "):
+        sessions: SessionStore | None = getattr(request.app.state, "console_sessions", None)
+        if sessions is not None:
+            session = sessions.get(request.cookies.get(CONSOLE_COOKIE))
+            console = sessions.caller(session) if session is not None else None
+            if console is not None:
+                return console
     token = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(COOKIE, "")
     if not token:
         raise HTTPException(status_code=401, detail="missing bearer token (or the codec login cookie)",

@@ -3,7 +3,9 @@
 `GET /api/v1/runs/{name}/logs?hook=&attempt=&follow=` answers the log as plain text (streamed; with `follow=true`
 until the container ends), for the CLI and the console alike. Pods are found as `agentrun logs` finds them: by the
 Job the run's component has for that attempt (models/names.py), the newest pod of that Job. Pods go with their
-Jobs when the run is cleaned up (unless `cleanup: keep`): then there is no log to read, and the 404 says so.
+Jobs when the run is cleaned up (unless `cleanup: keep`); the worker's cleanup keeps the tail of each container's
+log in the run's ConfigMap `<run>-logs` first (models/run_logs.py), and that is what is answered once the pod is gone.
+A run with neither (cleaned up by an older worker, or with AGENTRUN_KEEP_LOG_BYTES=0) answers 404 saying so.
 
 Each follow reads on a thread of its own (never the event loop's shared pool, which a few idle follows would
 exhaust): the thread hands chunks to the loop, and a reader that goes away shuts the response down, which ends the
@@ -22,7 +24,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import StreamingResponse
 
-from models.kube import Kube, typed_errors
+from models import run_logs
+from models.kube import Kube, NotFound, typed_errors
 from models.names import Component, agent_job_of, hook_container, job_name
 
 from .deps import Identity, Namespace, StateDep
@@ -75,12 +78,29 @@ def log_target(run: dict[str, Any], hook: str | None, attempt: int | None) -> Lo
                      hook_container(component, hook), hook, attempt)
 
 
-async def find_pod(kube: Kube, namespace: str, target: LogTarget) -> str:
+async def find_pod(kube: Kube, namespace: str, target: LogTarget) -> str | None:
+    """The newest pod of the target's Job, or None when it has none (not started yet, or cleaned up)."""
     pods: Any = await kube.call(kube.core.list_namespaced_pod, namespace, label_selector=f"job-name={target.job}",
                                 action=f"list pods of Job {target.job}")
     if not pods.items:
-        raise NoLog(f"no pod for Job {target.job} (not started yet, or cleaned up: use cleanup: keep to retain it)")
+        return None
     return str(sorted(pods.items, key=lambda p: p.metadata.creation_timestamp)[-1].metadata.name)
+
+
+async def kept_log(kube: Kube, namespace: str, run: dict[str, Any], target: LogTarget) -> str | None:
+    """The tail the worker kept of the target's log when it cleaned the run up; None when it kept none."""
+    meta = run.get("metadata") or {}
+    try:
+        cm: Any = await kube.call(kube.core.read_namespaced_config_map, run_logs.logs_name(str(meta.get("name"))),
+                                  namespace, action="read the run's kept logs")
+    except NotFound:
+        return None
+    return run_logs.kept_log(kube.api.sanitize_for_serialization(cm), run_uid=str(meta.get("uid") or ""),
+                             job=target.job, container=target.container)
+
+
+async def _text(text: str) -> AsyncIterator[bytes]:
+    yield text.encode()
 
 
 async def open_log(kube: Kube, namespace: str, pod: str, container: str, *, follow: bool) -> AsyncIterator[bytes]:
@@ -133,12 +153,19 @@ async def run_log(kube: Kube, namespace: str, run: dict[str, Any], *, hook: str 
                   follow: bool) -> tuple[LogTarget, AsyncIterator[bytes]]:
     target = log_target(run, hook, attempt)
     pod = await find_pod(kube, namespace, target)
-    return target, await open_log(kube, namespace, pod, target.container, follow=follow)
+    if pod is not None:
+        return target, await open_log(kube, namespace, pod, target.container, follow=follow)
+    kept = await kept_log(kube, namespace, run, target)
+    if kept is None:
+        raise NoLog(f"no pod for Job {target.job} and no log kept of it (not started yet, or cleaned up without "
+                    "keeping logs)")
+    return target, _text(kept)  # the container ended before its pod went: nothing more to follow
 
 
 @router.get("/{name}/logs", response_class=StreamingResponse,
             responses={200: {"content": {"text/plain": {}}, "description": "the log (streamed)"},
-                       404: {"description": "no such run, hook or attempt, or no pod (not started or cleaned up)"}})
+                       404: {"description": "no such run, hook or attempt, or no log (not started, or cleaned up "
+                                             "without keeping it)"}})
 async def get_logs(name: str, state: StateDep, who: Identity, namespace: Namespace = "default",
                    hook: str | None = None, attempt: int | None = Query(None, ge=1),
                    follow: bool = False) -> StreamingResponse:

@@ -27,6 +27,7 @@ from .authority import Unreadable, gate_authority, record_refusal
 from .deps import State
 
 ACTIONS = ("approve", "reject", "rewrite", "retry")
+NO_GATE = "the run has no gate (no postRun hook with gate: true)"
 
 
 async def read_run(state: State, ns: str, name: str) -> dict[str, Any]:
@@ -106,7 +107,8 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     st = run.get("status") or {}
     wid = st.get("workflowId")
     if st.get("phase") in TERMINAL_PHASES:
-        raise HTTPException(status_code=409, detail=FINISHED)
+        # A run that ended without ever waiting at a gate never had one to decide: say that, not only that it ended.
+        raise HTTPException(status_code=409, detail=FINISHED if st.get("gate") else NO_GATE)
     if not wid or state.temporal is None:
         raise HTTPException(status_code=409, detail="the run has not started yet; retry in a moment")
     verdict = Verdict(action=action, response=response, reason=reason, decided_by=who, source="api")
@@ -124,5 +126,5 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
         raise HTTPException(status_code=503, detail=f"temporal is unavailable: {e.message}") from e
     state.verdicts[view.state] += 1
     if view.state == "none":
-        raise HTTPException(status_code=409, detail="the run has no gate (no postRun hook with gate: true)")
+        raise HTTPException(status_code=409, detail=NO_GATE)
     return view

@@ -1,9 +1,9 @@
 """`agentrun apply` and following runs to their end (`apply --wait`, `run --wait`, `demo`).
 
-`apply` is a Kubernetes write, declarative as `kubectl apply` is: it acts as the kubeconfig's user, whom the
-admission webhook stamps as a run's creator. Following shows a status line per run — phase, gate state, elapsed —
-live on a terminal (rich) and as a printed line per change otherwise, and the exact approve command when a gate
-waits; one watch per namespace feeds every followed run of it.
+`apply` (cli/apply.py) is a Kubernetes write, declarative as `kubectl apply` is: it acts as the kubeconfig's user,
+whom the admission webhook stamps as a run's creator. Following shows a status line per run — phase, gate state,
+elapsed — live on a terminal (rich) and as a printed line per change otherwise, and the exact approve command when
+a gate waits; one watch per namespace feeds every followed run of it.
 """
 
 from __future__ import annotations
@@ -13,20 +13,21 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
 
-import yaml
-from kubernetes import utils, watch
+from kubernetes import watch
 
 from models.agentrun import TERMINAL_PHASES
-from models.kube import Conflict, Gone, KubeError, typed_errors
+from models.kube import Gone, typed_errors
 from models.names import AGENTRUNS, GROUP, VERSION
+from models.timestamps import parse_rfc3339
 
+from . import apply as applying
 from . import output
-from .errors import CliError
-from .runs import PLURALS, Session
+from .runs import Session
 
 APPROVE_HINT = ("approve with `agentrun approve {name} -n {ns}` (or reject/rewrite with --response TEXT, or retry "
                 "with --feedback TEXT)")
@@ -35,62 +36,15 @@ APPROVE_HINT = ("approve with `agentrun approve {name} -n {ns}` (or reject/rewri
 # -- apply ----------------------------------------------------------------------------------------------------------
 
 
-def apply(s: Session, files: list[Path], namespace: str, *, wait: bool, timeout: float) -> int:
-    runs: list[tuple[str, str]] = []
-    for f in files:
-        try:
-            docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
-        except (OSError, yaml.YAMLError) as e:
-            raise CliError(f"cannot read {f}: {e}") from e
-        for doc in docs:
-            if not isinstance(doc, dict):
-                raise CliError(f"{f}: a document is not an object")
-            created = _create(s, doc, namespace)
-            if created is None:
-                return 1
-            if doc.get("kind") == "AgentRun":
-                runs.append(created)
-    if not wait:
-        return 0
+def apply(s: Session, files: list[Path], namespace: str, *, wait: bool, timeout: float,
+          force_conflicts: bool = False) -> int:
+    """`agentrun apply` (cli/apply.py), then with `wait` each AgentRun it created or found followed to its end."""
+    applied, code = applying.apply(s, files, namespace, force_conflicts=force_conflicts)
+    runs = [(a.namespace, a.name) for a in applied if a.kind == "AgentRun"]
+    if not wait or not runs:
+        return code
     phases = follow(s, runs, timeout=timeout)
-    return 0 if all(p in ("Succeeded", "Skipped") for p in phases.values()) else 1
-
-
-def _create(s: Session, doc: dict[str, Any], namespace: str) -> tuple[str, str] | None:
-    """Create one object; (namespace, name), or None after saying why it failed."""
-    kind = doc.get("kind", "")
-    meta = doc.get("metadata") or {}
-    name = meta.get("name") or meta.get("generateName", "")
-    ns = meta.get("namespace") or namespace
-    if kind not in PLURALS:
-        try:
-            utils.create_from_dict(s.api, doc, namespace=ns)
-            print(f"{kind.lower()}/{name} created")
-        except utils.FailToCreateError as e:
-            if all(getattr(x, "status", 0) == 409 for x in e.api_exceptions):
-                print(f"{kind.lower()}/{name} unchanged (exists)")
-            else:
-                print(f"{kind.lower()}/{name}: {e}", file=sys.stderr)
-                return None
-        return ns, name
-    try:
-        with typed_errors(f"create {kind} {ns}/{name}"):
-            made = cast(dict[str, Any], s.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[kind],
-                                                                                 doc))
-        name = made["metadata"]["name"]
-        print(f"{kind.lower()}/{name} created")
-    except Conflict:
-        if kind == "AgentRun":
-            print(f"agentrun/{name} already exists (a run executes once; delete it or pick a new name)",
-                  file=sys.stderr)
-            return None
-        print(f"{kind.lower()}/{name} unchanged (exists)")
-    except KubeError as e:
-        if e.status == 0:
-            raise
-        print(f"{kind.lower()}/{name}: {e.message}", file=sys.stderr)
-        return None
-    return ns, name
+    return code or (0 if all(p in ("Succeeded", "Skipped") for p in phases.values()) else 1)
 
 
 # -- following runs -------------------------------------------------------------------------------------------------
@@ -108,11 +62,15 @@ class _Followed:
     deleted: bool = False
     run: dict[str, Any] = field(default_factory=dict)
 
-    def line(self, now: float, started: float) -> str:
+    def line(self, now: float, started: float, wall: datetime | None = None) -> str:
+        """The run's status line; the time is the run's age (since its creation, as `get`'s AGE), or, before its
+        object is seen, how long it has been waited for."""
         gate = f"  gate {self.gate}" if self.gate else ""
         attempt = f"  attempt {self.attempt}" if self.attempt and self.attempt != "1" else ""
+        created = parse_rfc3339((self.run.get("metadata") or {}).get("creationTimestamp"))
+        seconds = ((wall or datetime.now(UTC)) - created).total_seconds() if created is not None else now - started
         return (f"agentrun/{self.name}: {self.phase or 'waiting to start'}{gate}{attempt}  "
-                f"{output.elapsed(now - started)}")
+                f"{output.elapsed(max(seconds, 0))}")
 
 
 def follow(s: Session, runs: list[tuple[str, str]], *, timeout: float) -> dict[str, str]:

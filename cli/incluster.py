@@ -64,8 +64,9 @@ def chart_values(*, temporal_address: str, nats_url: str, fallback_poll_seconds:
     }
 
 
-def install_chart(kubeconfig: Path, values: dict[str, Any], *, timeout: int = 300) -> None:
-    """`helm upgrade --install` through Helm's Go library (the helm-python-sdk binding), no helm binary."""
+def install_chart(kubeconfig: Path, values: dict[str, Any], *, timeout: int = 300) -> dict[str, Any]:
+    """`helm upgrade --install` through Helm's Go library (the helm-python-sdk binding), no helm binary; the release
+    (its `notes` are the chart's NOTES, rendered)."""
     try:
         import helm_python as helm
     except ImportError as e:  # pragma: no cover - the local extra brings it
@@ -78,9 +79,9 @@ def install_chart(kubeconfig: Path, values: dict[str, Any], *, timeout: int = 30
         try:
             cfg.status(RELEASE)
         except helm.HelmError:
-            cfg.install(chart, RELEASE, values, namespace=NAMESPACE, create_namespace=True, timeout=timeout)
-        else:
-            cfg.upgrade(chart, RELEASE, values, namespace=NAMESPACE, timeout=timeout)
+            return dict(cfg.install(chart, RELEASE, values, namespace=NAMESPACE, create_namespace=True,
+                                    timeout=timeout))
+        return dict(cfg.upgrade(chart, RELEASE, values, namespace=NAMESPACE, timeout=timeout))
     finally:
         cfg.close()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from urllib3.exceptions import HTTPError
 
-from models.kube import KubeError, kube_error
+from models.kube import KubeError, NotFound, kube_error, typed_errors
+from models.names import AGENTRUNS, GROUP, VERSION
 from models.process import run_main
 from models.settings import TemporalSettings
 
@@ -30,7 +32,7 @@ from . import follow, runs, schedules
 from .api import Api, ApiError
 from .errors import CliError
 from .options import NAMES, Target, global_options, group_options, output_option
-from .up import down, endpoints, up
+from .up import down, endpoints, running, up
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SERVERS = ("worker", "bridge", "api")
@@ -130,6 +132,7 @@ def unreachable(e: KubeError) -> str:
 
 
 @click.group(cls=Root, context_settings=CONTEXT)
+@click.version_option(package_name="agentrun", prog_name="agentrun", message="%(prog)s %(version)s")
 @group_options
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -172,22 +175,64 @@ def down_command(target: Target) -> int:
 @global_options
 @click.option("--demo-state-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".state/demo"),
               show_default=True, help="the demo's own stack")
-def demo_command(target: Target, demo_state_dir: Path) -> int:
-    """Up, run the lifecycle example to the end, print it, down."""
-    return demo(demo_state_dir.resolve())
+@click.option("--keep", is_flag=True, help="leave the demo's stack up afterwards, to look around (the console, the "
+                                           "Temporal UI); `agentrun down --state-dir DIR` stops it")
+def demo_command(target: Target, demo_state_dir: Path, keep: bool) -> int:
+    """Up, run the lifecycle example to the end, print it, down (unless --keep). Run it as often as you like: an
+    earlier demo's run is deleted first, and a demo stack kept up is used again."""
+    return demo(demo_state_dir.resolve(), keep=keep)
 
 
-def demo(state_dir: Path) -> int:
-    up(state_dir, detach=True, fallback_poll_seconds=10)
+DEMO_FILES = ("agent.yaml", "prerun-context.yaml")
+DEMO_RUN = "summarize-release"  # the AgentRun of prerun-context.yaml
+DEMO_DELETE_SECONDS = 60
+
+
+def demo(state_dir: Path, *, keep: bool = False) -> int:
+    reused = running(state_dir)
+    if reused:
+        print(f"the demo's stack in {state_dir} is up: using it")
+    else:
+        up(state_dir, detach=True, fallback_poll_seconds=10, announce=keep)
+    code = 1
     try:
         info = endpoints(state_dir)
-        s = runs.Session(info["kubeconfig"], info["temporal_ui"])
-        files = [EXAMPLES / "agent.yaml", EXAMPLES / "prerun-context.yaml"]
-        code = follow.apply(s, files, "default", wait=True, timeout=180)
-        print(f"(the stack is still up while this prints; Temporal UI: {info['temporal_ui']})")
-        return code
+        # The workflow's link only while its UI will still be there to open.
+        s = runs.Session(info["kubeconfig"], info["temporal_ui"] if keep else "")
+        _forget(s, "default", DEMO_RUN)
+        code = follow.apply(s, [EXAMPLES / f for f in DEMO_FILES], "default", wait=True, timeout=180)
     finally:
-        down(state_dir)
+        if not keep:
+            down(state_dir)
+    where = f" --state-dir {state_dir}"
+    if keep:
+        print(f"\nThe demo's stack stays up. Open the console at {info.get('api', '')}/ and sign in with the token "
+              f"`agentrun token{where}` prints; `agentrun down{where}` stops it.")
+    else:
+        print("\nThe demo's stack is stopped. To look around, keep a stack up: `agentrun up --detach` (or `bash "
+              "deploy/dev.sh demo --keep`), then open the console at the `api` address it prints and sign in with "
+              "the token `agentrun token` prints; `agentrun down` stops it.")
+    return code
+
+
+def _forget(s: runs.Session, ns: str, name: str) -> None:
+    """Delete an earlier demo's run (a run executes once, so the demo's run is a new one each time) and wait until
+    its cleanup has let it go."""
+    try:
+        with typed_errors(f"delete AgentRun {ns}/{name}"):
+            s.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, AGENTRUNS, name)
+    except NotFound:
+        return
+    print(f"agentrun/{name} of an earlier demo deleted")
+    deadline = time.monotonic() + DEMO_DELETE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            with typed_errors(f"read AgentRun {ns}/{name}"):
+                s.custom.get_namespaced_custom_object(GROUP, VERSION, ns, AGENTRUNS, name)
+        except NotFound:
+            return
+        time.sleep(0.2)
+    raise CliError(f"agentrun/{name} of an earlier demo was not gone after {DEMO_DELETE_SECONDS}s")
 
 
 @cli.command("config")
@@ -196,6 +241,18 @@ def config_command(target: Target) -> int:
     """Print where the commands will go: the state directory, namespace, kubeconfig and context, API and token
     (its first characters), after the options, the AGENTRUN_* variables and the stack's endpoints.json."""
     print(yaml.safe_dump(target.resolved(), sort_keys=False), end="")
+    return 0
+
+
+@cli.command("token")
+@global_options
+def token_command(target: Target) -> int:
+    """Print the API token: the one to sign in to the web console with (the `api` address of `agentrun up`), and
+    that user actions send. The embedded stack's, from its endpoints.json (or --token / AGENTRUN_TOKEN)."""
+    _url, token = target.api_url_and_token()
+    if not token:
+        raise CliError(f"no API token: the stack in {target.state} has none and no --token (AGENTRUN_TOKEN) is set")
+    print(token)
     return 0
 
 
@@ -209,12 +266,17 @@ def config_command(target: Target) -> int:
 @click.option("--wait", is_flag=True, help="follow each AgentRun until it ends: a live status line per run (phase, "
                                            "gate, elapsed), the approve command when a gate waits, then the result")
 @click.option("--timeout", type=float, default=600, show_default=True, help="seconds --wait waits")
-def apply_command(target: Target, files: tuple[Path, ...], wait: bool, timeout: float) -> int:
-    """Create Agents, AgentRuns and other objects from YAML.
+@click.option("--force-conflicts", is_flag=True, help="take over fields another field manager owns (as kubectl apply "
+                                                      "--server-side --force-conflicts)")
+def apply_command(target: Target, files: tuple[Path, ...], wait: bool, timeout: float, force_conflicts: bool) -> int:
+    """Apply Agents, policies, schedules, packs and other objects from YAML, and create AgentRuns.
 
-    A Kubernetes write, declarative as `kubectl apply`: it acts as your kubeconfig's user (the admission webhook
-    stamps that user as a run's creator), not through the API. `agentrun run` creates a run through the API."""
-    return follow.apply(session(target), list(files), target.ns, wait=wait, timeout=timeout)
+    A Kubernetes write, declarative as `kubectl apply`: server-side apply (field manager `agentrun`) with strict field
+    validation, as your kubeconfig's user (the admission webhook stamps that user as a run's creator), not through
+    the API. An existing AgentRun is left as it is: `unchanged` when the file asks for what it has, refused when the
+    file changes its spec (a run executes once). `agentrun run` creates a run through the API."""
+    return follow.apply(session(target), list(files), target.ns, wait=wait, timeout=timeout,
+                        force_conflicts=force_conflicts)
 
 
 @cli.command("list")
@@ -226,6 +288,15 @@ def list_command(target: Target, all_namespaces: bool, awaiting_approval: bool, 
     """List AgentRuns (from Kubernetes)."""
     return runs.list_runs(session(target), None if all_namespaces else target.ns, fmt=output,
                           awaiting_approval=awaiting_approval)
+
+
+@cli.command("agents")
+@global_options
+@click.option("-A", "--all-namespaces", is_flag=True, help="Agents of every namespace")
+@output_option()
+def agents_command(target: Target, all_namespaces: bool, output: str) -> int:
+    """List Agents (and SympoziumInstances) with their model, provider and policy (from Kubernetes)."""
+    return runs.list_agents(session(target), None if all_namespaces else target.ns, fmt=output)
 
 
 @cli.command("get")

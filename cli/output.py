@@ -37,6 +37,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         t.add_row(*row)
     c = console()
     if c.is_terminal:
+        # As kubectl: a row wider than the terminal runs on (the terminal wraps it) rather than being squeezed into
+        # columns too narrow to read.
+        need = c.measure(t, options=c.options.update_width(100_000)).maximum
+        if need > c.width:
+            c = Console(file=sys.stdout, highlight=False, soft_wrap=False, width=need)
         c.print(t)
         return
     # Without a terminal: plain lines without the padding rich gives the last column.

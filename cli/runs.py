@@ -20,6 +20,7 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.config import ConfigException
 
+from models import run_logs
 from models.agentrun import TERMINAL_PHASES
 from models.kube import Gone, NotFound, typed_errors
 from models.names import (
@@ -76,22 +77,46 @@ class Session:
 # -- rows ---------------------------------------------------------------------------------------------------------
 
 HEADER = ("NAME", "AGENT", "PHASE", "GATE", "AGE")
-WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CACHED", "CREATED BY")
+WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CACHED", "CREATED BY", "ERROR")
+ERROR_CHARS = 80  # of the error in a wide row (get -o yaml shows it whole)
 
 
-def row(run: dict[str, Any], *, wide: bool = False, namespace: bool = False) -> tuple[str, ...]:
+def row(run: dict[str, Any], *, wide: bool = False, namespace: bool = False,
+        models: dict[tuple[str, str], str] | None = None) -> tuple[str, ...]:
+    """A run as a row; `models`: (namespace, Agent) -> the Agent's model, for runs that name none themselves."""
     meta, spec, st = run.get("metadata") or {}, run.get("spec") or {}, run.get("status") or {}
     gate = st.get("gate") or {}
-    out: tuple[str, ...] = (meta.get("name", ""), str(spec.get("agentRef", "")), st.get("phase") or "",
+    agent = str(spec.get("agentRef") or spec.get("instanceRef") or "")
+    out: tuple[str, ...] = (meta.get("name", ""), agent, st.get("phase") or "",
                             gate.get("state") or "", output.age(meta.get("creationTimestamp")))
     if namespace:
         out = (meta.get("namespace", ""), *out)
     if wide:
         usage = st.get("tokenUsage") or {}
-        out += (str((spec.get("model") or {}).get("model") or ""), str(st.get("attempt") or ""),
+        model = (spec.get("model") or {}).get("model") or (spec.get("model") or {}).get("name") \
+            or (models or {}).get((str(meta.get("namespace") or ""), agent), "")
+        error = str(st.get("error") or "").strip().split("\n")[0]
+        out += (str(model), str(st.get("attempt") or ""),
                 gate.get("decidedBy") or "", str(usage.get("totalTokens") or ""),
                 str(usage.get("cachedInputTokens") or ""),
-                (meta.get("annotations") or {}).get("agentrun.dev/created-by", ""))
+                (meta.get("annotations") or {}).get("agentrun.dev/created-by", ""),
+                error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS - 1] + "…")
+    return out
+
+
+def agent_models(s: Session, namespace: str | None) -> dict[tuple[str, str], str]:
+    """(namespace, name) -> model of every Agent (either shape) where the runs are: a run that names no model runs
+    its Agent's."""
+    out: dict[tuple[str, str], str] = {}
+    for plural in (AGENTS, "sympoziuminstances"):
+        with typed_errors(f"list {plural} in {namespace or 'all namespaces'}"):
+            got = (s.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural) if namespace
+                   else s.custom.list_cluster_custom_object(GROUP, VERSION, plural))
+        for a in cast(dict[str, Any], got).get("items", []):
+            meta = a.get("metadata") or {}
+            model = agent_row(a)[1]
+            if model:
+                out.setdefault((str(meta.get("namespace") or ""), str(meta.get("name") or "")), model)
     return out
 
 
@@ -107,7 +132,51 @@ def list_runs(s: Session, namespace: str | None, *, fmt: str, awaiting_approval:
         output.items(items, fmt)
         return 0
     wide, every = fmt == "wide", namespace is None
-    output.table(header(wide=wide, namespace=every), [row(r, wide=wide, namespace=every) for r in items])
+    models = agent_models(s, namespace) if wide else None
+    output.table(header(wide=wide, namespace=every), [row(r, wide=wide, namespace=every, models=models)
+                                                      for r in items])
+    return 0
+
+
+AGENT_HEADER = ("NAME", "MODEL", "PROVIDER", "POLICY", "AGE")
+AGENT_WIDE = ("KIND", "HOOKS", "SKILLS")
+
+
+def agent_row(obj: dict[str, Any], *, wide: bool = False, namespace: bool = False) -> tuple[str, ...]:
+    """An Agent (either shape: spec.agents.default and authRefs, or a SympoziumInstance's spec.provider) as a row."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    default = (spec.get("agents") or {}).get("default") or {}
+    legacy = spec.get("provider") or {}
+    refs = spec.get("authRefs") or []
+    model = str(default.get("model") or legacy.get("model") or "")
+    provider = str((refs[0].get("provider") if refs and isinstance(refs[0], dict) else "") or legacy.get("name") or "")
+    policy = spec.get("policyRef") or spec.get("policy") or ""
+    out: tuple[str, ...] = (str(meta.get("name", "")), model, provider, str(policy if isinstance(policy, str) else ""),
+                            output.age(meta.get("creationTimestamp")))
+    if namespace:
+        out = (str(meta.get("namespace", "")), *out)
+    if wide:
+        lifecycle = default.get("lifecycle") or {}
+        hooks = [str(h.get("name")) for phase in ("preRun", "postRun") for h in lifecycle.get(phase) or []
+                 if isinstance(h, dict)]
+        skills = [str(k if isinstance(k, str) else (k or {}).get("skillPackRef") or "") for k in spec.get("skills") or []]
+        out += (str(obj.get("kind", "")), ",".join(hooks), ",".join(k for k in skills if k))
+    return out
+
+
+def list_agents(s: Session, namespace: str | None, *, fmt: str) -> int:
+    items: list[dict[str, Any]] = []
+    for plural in (AGENTS, "sympoziuminstances"):
+        with typed_errors(f"list {plural} in {namespace or 'all namespaces'}"):
+            got = (s.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural) if namespace
+                   else s.custom.list_cluster_custom_object(GROUP, VERSION, plural))
+        items += cast(dict[str, Any], got).get("items", [])
+    if fmt in ("json", "yaml"):
+        output.items(items, fmt)
+        return 0
+    wide, every = fmt == "wide", namespace is None
+    output.table((("NAMESPACE",) if every else ()) + AGENT_HEADER + (AGENT_WIDE if wide else ()),
+                 [agent_row(a, wide=wide, namespace=every) for a in items])
     return 0
 
 
@@ -116,7 +185,8 @@ def get_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
     if fmt in ("json", "yaml"):
         output.document(run, fmt)
     else:
-        output.table(header(wide=fmt == "wide"), [row(run, wide=fmt == "wide")])
+        wide = fmt == "wide"
+        output.table(header(wide=wide), [row(run, wide=wide, models=agent_models(s, ns) if wide else None)])
     return 0
 
 
@@ -125,6 +195,7 @@ def watch_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
     deleted."""
     run = s.run(ns, name)
     wide = fmt == "wide"
+    models = agent_models(s, ns) if wide else None
     printer = _RowPrinter(header(wide=wide))
     last: tuple[str, ...] | None = None
 
@@ -134,13 +205,15 @@ def watch_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
             print(*([yaml.safe_dump(obj, sort_keys=False).rstrip(), "---"] if fmt == "yaml"
                     else [json.dumps(obj)]), sep="\n", flush=True)
             return
-        r = row(obj, wide=wide)
+        r = row(obj, wide=wide, models=models)
         # AGE moves on its own: a row is printed when anything else changes.
         if last is None or r[:4] + r[5:] != last[:4] + last[5:]:
             printer.print(r)
         last = r
 
     show(run)
+    if (run.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return 0  # it has ended: nothing will change any more (kubectl would wait for a change that never comes)
     for event, obj in _watch_one(s, ns, name, run):
         if event == "DELETED":
             print(f"agentrun/{name} deleted", flush=True)
@@ -261,8 +334,13 @@ def logs(s: Session, ns: str, name: str, hook: str | None, attempt: int | None =
     job, container = _log_source(run, name, hook, attempt)
     pod = _pod(s, ns, job, run, wait=wait if follow_log else 0)
     if pod is None:
-        raise CliError(f"no pod for Job {job} (it may not have started, or was cleaned up: use cleanup: keep to "
-                       "retain it)")
+        # Cleaned up: the tail the worker kept of the log before it deleted the Jobs (models/run_logs.py).
+        kept = _kept_log(s, ns, run, job, container)
+        if kept is None:
+            raise CliError(f"no pod for Job {job} and no log kept of it (it may not have started, or was cleaned up "
+                           "without keeping logs)")
+        print(kept, end="" if kept.endswith("\n") or not kept else "\n")
+        return 0
     action = f"read log of {pod}/{container}"
     if not follow_log:
         with typed_errors(action):
@@ -279,6 +357,17 @@ def logs(s: Session, ns: str, name: str, hook: str | None, attempt: int | None =
         finally:
             resp.release_conn()
     return 0
+
+
+def _kept_log(s: Session, ns: str, run: dict[str, Any], job: str, container: str) -> str | None:
+    meta = run.get("metadata") or {}
+    try:
+        with typed_errors(f"read the kept logs of AgentRun {ns}/{meta.get('name')}"):
+            cm: Any = s.core.read_namespaced_config_map(run_logs.logs_name(str(meta.get("name"))), ns)
+    except NotFound:
+        return None
+    return run_logs.kept_log(s.api.sanitize_for_serialization(cm), run_uid=str(meta.get("uid") or ""), job=job,
+                             container=container)
 
 
 def _log_source(run: dict[str, Any], name: str, hook: str | None, attempt: int | None) -> tuple[str, str]:

@@ -63,11 +63,40 @@ def _spawn(name: str, args: list[str], env: dict[str, str], state_dir: Path) -> 
     return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_cluster: bool = False) -> int:
+def running(state_dir: Path) -> bool:
+    """Whether a stack of this state directory is up (its endpoints written, a process of it alive)."""
+    pids = state_dir / "pids.json"
+    return pids.exists() and (state_dir / "endpoints.json").exists() and _alive(json.loads(pids.read_text()))
+
+
+def describe(info: dict[str, Any], state_dir: Path, *, in_cluster: bool = False) -> None:
+    """What `up` prints: the endpoints, which one is the console, how to sign in and to stop."""
+    print("agentrun is up" + (" (control plane in pods, installed from the Helm chart):" if in_cluster else ":"))
+    for k, v in info.items():
+        if k != "api_token":
+            print(f"  {k:<12} {v}")
+    print(f"  api_token    in {state_dir / 'endpoints.json'}")
+    where = "" if state_dir == DEFAULT_STATE_DIR.expanduser().resolve() else f" --state-dir {state_dir}"
+    if info.get("api"):
+        print(f"The web console is the api address: open {info['api']}/ and sign in with the API token, which "
+              f"`agentrun token{where}` prints.")
+        if info.get("temporal_ui") and not in_cluster:
+            print(f"Each run's workflow is in the Temporal UI ({info['temporal_ui']}); signed in to the console, "
+                  "the UI shows its payloads decrypted in the same browser.")
+    print(f"  export KUBECONFIG={info['kubeconfig']}")
+    print(f"`agentrun down{where}` stops it.")
+
+
+def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_cluster: bool = False,
+       announce: bool = True) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
-    if (state_dir / "pids.json").exists() and _alive(json.loads((state_dir / "pids.json").read_text())):
-        print(f"the stack in {state_dir} is already up (agentrun down --state-dir {state_dir} stops it)")
-        return 1
+    if running(state_dir):
+        there = endpoints(state_dir)
+        print(f"the stack in {state_dir} is already up")
+        describe(there, state_dir, in_cluster=there.get("mode") == "in-cluster")
+        # Detached, that is what was asked for: a stack that is up. In the foreground this process would own
+        # nothing to wait on.
+        return 0 if detach else 1
     image_map = state_dir / "image-map.yaml"
     image_map.write_text(yaml.safe_dump(incluster.image_map()))
     # Every payload the stack's processes hand Temporal is encrypted with this key file's keys (made once, 0600).
@@ -75,8 +104,11 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
     # The API's port is chosen now so that the Temporal UI can start with the API's codec endpoint (the host
     # processes' API only: in-cluster, the API's address is its Service's, known after the install).
     api_port = 0 if in_cluster else free_port()
+    # The browser opens the UI through a front on its own port (cli/uifront.py), whose /codec is the API's: the UI's
+    # codec calls are then same-origin, so they carry the console's sign-in with nothing to set in the UI.
+    front_port = 0 if in_cluster else free_port()
     temporal = TemporalDevServer(state_dir / "temporal",
-                                 ui_codec_endpoint=f"http://127.0.0.1:{api_port}/codec" if api_port else "").start()
+                                 ui_codec_endpoint=f"http://127.0.0.1:{front_port}/codec" if front_port else "").start()
     kube_args = ["--image-map", str(image_map), "--job-backoff-seconds", "1"]
     if in_cluster:
         # Every request with the user it authenticated as: shows that the control plane's pods use their own
@@ -107,14 +139,14 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
         procs = [p for p in (temporal.proc, kube.proc, nats.proc if nats else None) if p is not None]
     else:
         procs = _up_processes(state_dir, kubeconfig, info, pids, temporal=temporal, nats=nats,
-                              fallback_poll_seconds=fallback_poll_seconds, api_port=api_port, codec_keys=codec_keys)
+                              fallback_poll_seconds=fallback_poll_seconds, api_port=api_port, codec_keys=codec_keys,
+                              front_port=front_port)
     (state_dir / "endpoints.json").write_text(json.dumps(info, indent=2))
-    print("agentrun is up" + (" (control plane in pods, installed from the Helm chart):" if in_cluster else ":"))
-    for k, v in info.items():
-        if k != "api_token":
-            print(f"  {k:<12} {v}")
-    print(f"  api_token    in {state_dir / 'endpoints.json'}")
-    print(f"  export KUBECONFIG={kubeconfig}")
+    (state_dir / "endpoints.json").chmod(0o600)  # it holds the API's token
+    if announce:
+        describe(info, state_dir, in_cluster=in_cluster)
+    else:
+        print(f"agentrun is up (in {state_dir})")
     if detach:
         return 0
     print("Ctrl-C stops everything.")
@@ -129,7 +161,7 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
 
 def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids: dict[str, int], *,
                   temporal: TemporalDevServer, nats: NatsServer | None, fallback_poll_seconds: int,
-                  api_port: int, codec_keys: Path) -> list[subprocess.Popen[bytes]]:
+                  api_port: int, codec_keys: Path, front_port: int) -> list[subprocess.Popen[bytes]]:
     """The worker, the bridge and the API as host processes with the admin kubeconfig (the default).
 
     The API comes first, with its admission webhooks on a TLS listener of their own (a certificate for 127.0.0.1
@@ -150,17 +182,17 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
                      if line.strip() and not line.startswith("#"))
     webhook_port = free_port()
     tls = ensure_tls(state_dir / "webhook-tls")
+    ui = f"http://127.0.0.1:{front_port}"  # what browsers open: the front of the dev server's UI
     # Every process here uses the admin kubeconfig, so the API's runs reach the webhook as localkube's admin: the
     # creator it stamps (its token's identity) is kept.
     api = _spawn("api", [sys.executable, "-m", "api"],
                  {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port),
                   "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
                   "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name]),
-                  # The UI's page calls the codec from its own origin (by either name of the host).
-                  "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([temporal.ui_url,
-                                                             f"http://localhost:{temporal.ui_port}"]),
+                  # A UI opened by the host's other name calls the codec across origins (with credentials).
+                  "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([ui, f"http://localhost:{front_port}"]),
                   # The console links each run to its workflow in this UI.
-                  "AGENTRUN_TEMPORAL_UI_URL": temporal.ui_url},
+                  "AGENTRUN_TEMPORAL_UI_URL": ui},
                  state_dir)
     info["api"] = f"http://127.0.0.1:{api_port}"
     info["codec"] = f"{info['api']}/codec"
@@ -172,6 +204,12 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     (state_dir / "pids.json").write_text(json.dumps(pids))
     wait_port(api_port, timeout=60, proc=api, what="the API")
     wait_port(webhook_port, timeout=60, proc=api, what="the API's admission webhooks")
+    front = _spawn("ui", [sys.executable, "-m", "cli.uifront", "--port", str(front_port), "--ui", temporal.ui_url,
+                          "--api", info["api"]], env, state_dir)
+    pids["ui"] = front.pid
+    (state_dir / "pids.json").write_text(json.dumps(pids))
+    wait_port(front_port, timeout=60, proc=front, what="the Temporal UI's front")
+    info["temporal_ui"] = ui
     kube_api = config.new_client_from_config(str(kubeconfig))
     try:
         webhooks.register(kube_api, webhooks.configurations(info["webhook"], tls.ca_pem))
@@ -182,7 +220,7 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     pids.update({"bridge": bridge.pid, "worker": worker.pid})
     (state_dir / "pids.json").write_text(json.dumps(pids))
     _wait_healthy(state_dir, worker, bridge)
-    return [worker, bridge, api]
+    return [worker, bridge, api, front]
 
 
 def _up_in_cluster(state_dir: Path, kubeconfig: Path, info: dict[str, Any], *, temporal: TemporalDevServer,
@@ -190,7 +228,11 @@ def _up_in_cluster(state_dir: Path, kubeconfig: Path, info: dict[str, Any], *, t
     """The control plane as pods of the Helm chart; Temporal, NATS and localkube stay host processes."""
     values = incluster.chart_values(temporal_address=temporal.address, nats_url=nats.url if nats else "",
                                     fallback_poll_seconds=fallback_poll_seconds)
-    incluster.install_chart(kubeconfig, values)
+    release = incluster.install_chart(kubeconfig, values)
+    # What `helm install` prints: the chart's NOTES, rendered with these values (what to do next on a cluster).
+    notes = str(release.get("notes") or "").strip()
+    if notes:
+        print(notes, end="\n\n")
     api = incluster.kube_client(kubeconfig)
     try:
         incluster.wait_available(api)
@@ -258,7 +300,7 @@ def down(state_dir: Path) -> int:
         print(f"nothing is running from {state_dir}")
         return 0
     pids: dict[str, int] = json.loads(path.read_text())
-    for name in ("api", "bridge", "worker", "nats", "localkube", "temporal"):
+    for name in ("ui", "api", "bridge", "worker", "nats", "localkube", "temporal"):
         pid = pids.get(name)
         if not pid:
             continue
@@ -278,4 +320,4 @@ def down(state_dir: Path) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_STATE_DIR", "down", "endpoints", "install_crds", "stop_process", "up"]
+__all__ = ["DEFAULT_STATE_DIR", "describe", "down", "endpoints", "install_crds", "running", "stop_process", "up"]

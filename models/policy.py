@@ -61,8 +61,9 @@ TEMPLATES: dict[str, dict[str, Any]] = {
         "toolGating": {"defaultAction": "allow", "rules": [{"tool": "execute_command", "action": "ask"}]},
         "sandboxPolicy": {"required": False, "maxCPU": "4", "maxMemory": "8Gi"},
         "subagentPolicy": {"maxDepth": 3, "maxConcurrent": 5},
-        "featureGates": {"code-execution": True, "sub-agents": True, "browser-automation": False,
-                         "file-access": True},
+        # Sympozium's Default also sets browser-automation: false; nothing here acts on it (there is no browser
+        # tool), so it is left out as the other fields without effect are: with it, admission would warn.
+        "featureGates": {"code-execution": True, "sub-agents": True, "file-access": True},
     },
     "Restrictive": {
         "toolGating": {"defaultAction": "deny", "rules": [
@@ -78,8 +79,9 @@ TEMPLATES: dict[str, dict[str, Any]] = {
         "subagentPolicy": {"maxDepth": 2, "maxConcurrent": 3},
         "imagePolicy": {"allowedRegistries": ["ghcr.io/sympozium-ai/", "docker.io/library/"]},
         "lifecyclePolicy": {"deniedResources": ["secrets", "clusterroles", "clusterrolebindings"]},
-        "featureGates": {"code-execution": True, "sub-agents": True, "browser-automation": False,
-                         "file-access": False},
+        # Sympozium's also sets browser-automation and file-access to false; nothing here acts on those gates (no
+        # browser tool; the file tools are governed by toolGating above), so they are left out.
+        "featureGates": {"code-execution": True, "sub-agents": True},
     },
 }
 

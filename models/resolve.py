@@ -7,12 +7,13 @@ starts, so later edits of the Agent never change a run in flight. Every problem 
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Literal
 
 from pydantic import Field
 
-from agentrunner.config import provider_problem
+from agentrunner.config import AZURE, DEFAULT_BASE_URLS, ECHO, PROVIDER_KEY_ENV, provider_problem
 
 from .agent import AgentProfile, MCPServerRef, Subagents
 from .agentrun import (
@@ -452,7 +453,27 @@ def _check_provider(model: ModelSpec, run_provider: str, agent: AgentProfile) ->
         field = "agent spec.authRefs[0].provider"
     else:
         field = "agent spec.provider.name"
+    meant = _meant_provider(model.provider, model.base_url)
+    if meant is not None:
+        # A typo of a known name, in a run that would fail at start anyway: refused at admission (as a policy rule
+        # is), so `kubectl apply` says it at once.
+        raise PolicyViolation(field, f'unknown provider "{model.provider}": did you mean "{meant}"? ({problem})')
     raise FieldProblem(field, problem)
+
+
+# Providers known by name (the ones with a default endpoint or a key variable of their own): what a misspelt name
+# is compared with.
+KNOWN_PROVIDERS = sorted({*DEFAULT_BASE_URLS, *PROVIDER_KEY_ENV, AZURE, ECHO})
+MISSPELT = 0.8  # difflib's similarity above which an unknown name is taken for a typo ("opneai": 0.83 to "openai")
+
+
+def _meant_provider(provider: str, base_url: str) -> str | None:
+    """The known provider an unknown name (given no baseURL) is a typo of, if it is close to one."""
+    name = provider.strip().lower()
+    if base_url.strip() or name in KNOWN_PROVIDERS:
+        return None
+    close = difflib.get_close_matches(name, KNOWN_PROVIDERS, n=1, cutoff=MISSPELT)
+    return close[0] if close else None
 
 
 def check_policy(run: ResolvedRun, policy: PolicyRules) -> None:

@@ -186,7 +186,8 @@ def plan_schedule(spec: ScheduleSpec) -> SchedulePlan:
 def run_name(schedule: str, tick: datetime, timezone: str) -> str:
     """`<schedule>-<YYYYMMDDHHMM>` of the tick in the schedule's zone (SPEC §6).
 
-    Sub-minute interval ticks add seconds, so two ticks of one minute stay distinct runs."""
+    A tick off the minute — the immediate first tick, a trigger, a sub-minute interval — adds its seconds
+    (`<YYYYMMDDHHMMSS>`), so two ticks of one minute stay distinct runs."""
     local = tick.astimezone(ZoneInfo(timezone or "UTC"))
     stamp = local.strftime("%Y%m%d%H%M%S" if local.second else "%Y%m%d%H%M")
     return f"{schedule}-{stamp}"

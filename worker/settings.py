@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.run_logs import DEFAULT_KEEP_LOG_BYTES
 from models.settings import DEFAULT_AGENT_IMAGE, HealthSettings, KubeSettings, NatsSettings, TemporalSettings
 
 __all__ = ["DEFAULT_AGENT_IMAGE", "KubeSettings", "TemporalSettings", "WorkerSettings"]
@@ -35,6 +36,9 @@ class WorkerSettings(BaseSettings):
     tools_image: str = ""
     # How long a run waits for a Job event before checking the Job itself.
     fallback_poll_seconds: int = 60
+    # The tail of each container's log (the agent's, each hook's) the cleanup step keeps in the run's ConfigMap
+    # `<run>-logs` before it deletes the Jobs (models/run_logs.py); 0 keeps none.
+    keep_log_bytes: int = Field(default=DEFAULT_KEEP_LOG_BYTES, ge=0)
     # Where the worker's shared view watches the runs' Jobs and pods ([] = all namespaces); the chart sets it to
     # watchNamespaces, where its RBAC is namespaced.
     namespaces: list[str] = []

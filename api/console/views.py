@@ -17,6 +17,11 @@ from models.timestamps import parse_rfc3339
 BANNER = {"approved": "ok", "allowed-by-default": "ok", "rewritten": "info", "retried": "info",
           "rejected": "bad", "timeout": "bad", "error": "bad", "retries-exhausted": "bad"}
 SORTS = ("name", "agent", "phase", "gate", "schedule", "created")
+# A run whose gate kept the agent's response from going out still ends `Succeeded` (Sympozium's phase, kept for
+# compatibility): the console says what happened instead of a green badge (models/gate.py's labels).
+OUTCOMES = {"rejected": "response rejected", "timeout": "response blocked: the gate timed out",
+            "error": "response blocked: the gate hook failed", "retries-exhausted": "response rejected: retries used up"}
+ERROR_CHARS = 120  # of a run's error in the runs list (the run's page shows it whole)
 
 
 @dataclass(frozen=True)
@@ -30,10 +35,16 @@ class RunRow:
     schedule: str
     created: str
     age: str
+    error: str = ""
 
     @property
     def awaiting(self) -> bool:
         return self.gate == "pending"
+
+    @property
+    def outcome(self) -> str:
+        """What a gate made of a run that ended `Succeeded` without its response ("" otherwise)."""
+        return OUTCOMES.get(self.verdict, "") if self.phase == "Succeeded" else ""
 
 
 @dataclass(frozen=True)
@@ -70,7 +81,13 @@ def row(obj: dict[str, Any], now: datetime | None = None) -> RunRow:
                   gate=str((st.get("gate") or {}).get("state") or ""), verdict=str(st.get("gateVerdict") or ""),
                   schedule=str((meta.get("labels") or {}).get(LABEL_SCHEDULE) or ""),
                   created=str(meta.get("creationTimestamp") or ""),
-                  age=age(since(meta.get("creationTimestamp"), now)))
+                  age=age(since(meta.get("creationTimestamp"), now)), error=short(str(st.get("error") or "")))
+
+
+def short(text: str, limit: int = ERROR_CHARS) -> str:
+    """The first line of `text`, cut to `limit` characters (with an ellipsis when cut)."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
 
 
 @dataclass(frozen=True)
@@ -103,7 +120,11 @@ def timeline(obj: dict[str, Any], now: datetime | None = None) -> list[Step]:
     phase = str(st.get("phase") or "Pending")
     gate = st.get("gate") or {}
     known: list[tuple[str, str]] = [("Pending", str(meta.get("creationTimestamp") or ""))]
-    if st.get("startedAt") or phase not in ("Pending", *TERMINAL_PHASES):
+    # Running only if the run got that far: `startedAt` is written with Pending, so a run refused when it started
+    # (an invalid spec, a policy) has one and never ran.
+    ran = (st.get("jobName") or st.get("podName") or gate.get("requestedAt")
+           or phase in ("Running", "PostRunning", "Succeeded"))
+    if ran:
         known.append(("Running", str(st.get("startedAt") or "")))
     if gate.get("requestedAt") or phase == "PostRunning":
         known.append(("PostRunning", str(gate.get("requestedAt") or "")))

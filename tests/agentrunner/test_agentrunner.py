@@ -462,7 +462,7 @@ def test_connection_refused_is_an_error_naming_the_endpoint(run_agent: RunAgent)
         port = s.getsockname()[1]  # closed again before the agent connects: nothing listens
     base_url = f"http://127.0.0.1:{port}/v1"
 
-    run = run_agent("hi", MODEL_PROVIDER="custom", MODEL_BASE_URL=base_url, MODEL_NAME="m")
+    run = run_agent("hi", MODEL_PROVIDER="custom", MODEL_BASE_URL=base_url, MODEL_NAME="m", LLM_MAX_RETRIES="0")
 
     assert run.returncode == 1
     assert run.result["status"] == "error"

@@ -183,7 +183,8 @@ def _started_not_finished(state: Path, call: ToolCall) -> None:
     j.append({"k": "model", "round": 1, "text": "", "calls": [{"id": call.id, "name": call.name,
                                                               "arguments": call.arguments}],
               "usage": {"input": 5, "output": 2, "cached": 0}, "model": "m", "native": None}, active_ms=100)
-    j.append({"k": "call", "id": call.id, "name": call.name, "arguments": call.arguments}, active_ms=120)
+    j.append({"k": "call", "round": 1, "id": call.id, "name": call.name, "arguments": call.arguments},
+             active_ms=120)
     j.close()
 
 
@@ -282,3 +283,25 @@ def test_usage_accounting_is_an_after_think_hook() -> None:
     assert (m.input_tokens, m.output_tokens, m.cached_input_tokens, m.model_calls) == (30, 8, 4, 2)
     assert m.models == {"a": {"calls": 1, "inputTokens": 10, "outputTokens": 3, "cachedInputTokens": 4},
                         "b": {"calls": 1, "inputTokens": 20, "outputTokens": 5, "cachedInputTokens": 0}}
+
+
+def test_a_call_id_a_model_reuses_in_a_later_round_is_not_answered_with_the_earlier_result(tmp_path: Path) -> None:
+    """Local servers often number tool calls per response (`call_0` every round): a result recorded for round 1's
+    `call_0` must not answer round 2's `call_0` after a restart."""
+    j = Journal(tmp_path)
+    j.open("the task")
+    for n, tool in ((1, "first"), (2, "second")):
+        j.append({"k": "model", "round": n, "text": "", "calls": [{"id": "call_0", "name": tool, "arguments": "{}"}],
+                  "usage": {}, "model": "m"}, active_ms=10 * n)
+        j.append({"k": "call", "round": n, "id": "call_0", "name": tool, "arguments": "{}"}, active_ms=10 * n + 1)
+        if n == 1:
+            j.append({"k": "result", "round": 1, "id": "call_0", "name": tool, "content": "first ran",
+                      "status": "ok"}, active_ms=12)
+    j.close()
+    runs: list[str] = []
+    loop = _loop(Scripted([ModelTurn("done")]), [_counting_tool("first", runs, read_only=False),
+                                                 _counting_tool("second", runs, read_only=False)], tmp_path)
+    assert _finish(loop).status == "success"
+    assert runs == []
+    steps = loop.state.conversation.steps
+    assert steps[1][0].content == "first ran" and steps[3][0].content == INTERRUPTED  # type: ignore[index]

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from kubernetes import client, config
 
 from api.admission import READ_TIMEOUT_SECONDS
@@ -27,6 +28,7 @@ from localkube.testing import Handle
 from models.policy import ALWAYS_DENIED_ENV
 
 G, V = "sympozium.ai", "v1alpha1"
+DEFAULT_EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "policies" / "default.yaml").read_text()
 TOKEN = "t-admission-0123456789"
 
 STRICT = {  # the current shape, one of every rule
@@ -263,6 +265,23 @@ async def test_the_default_template_admits_execute_command_with_a_warning(
     spec = {"task": "t", "toolPolicy": {"allow": ["execute_command"]}}
     resp = await admit(webhook, review(ns, run(ns, "asker", spec)))
     assert resp["allowed"] is True and "execute_command" in resp["warnings"][0]
+
+
+async def test_the_default_policy_example_warns_only_of_what_it_asks_for(webhook: httpx.AsyncClient, ns: str,
+                                                                          app_state: tuple[ApiSettings, State]) -> None:
+    """examples/policies/default.yaml applied as it is: a run under it is told that execute_command needs an
+    approval, and nothing of the policy is reported as having no effect here."""
+    example = yaml.safe_load(DEFAULT_EXAMPLE)
+    custom = client.CustomObjectsApi(app_state[1].kube.api)
+    custom.create_namespaced_custom_object(G, V, ns, "sympoziumpolicies", {
+        **example, "metadata": {"name": "default-example"}})
+    custom.create_namespaced_custom_object(G, V, ns, "agents", _obj("Agent", "by-example", {
+        "agents": {"default": {"model": "m"}}, "policyRef": "default-example"}))
+    resp = await admit(webhook, review(ns, run(ns, "by-example", {"task": "t"})))
+    assert resp["allowed"] is True and not [w for w in resp.get("warnings") or [] if "has no effect" in w], resp
+    spec = {"task": "t", "toolPolicy": {"allow": ["execute_command"]}}
+    resp = await admit(webhook, review(ns, run(ns, "by-example", spec)))
+    assert resp["allowed"] is True and len(resp["warnings"]) == 1 and "execute_command" in resp["warnings"][0]
 
 
 async def test_a_legacy_sympozium_instance_and_its_policy_are_enforced(
@@ -524,3 +543,14 @@ async def test_a_skill_pack_that_does_not_exist_is_admitted_with_a_warning_namin
     assert out["allowed"] is True, out
     assert out["warnings"] == [f'spec.skills: SkillPack "skillpack-k8s-ops" not found in namespace "{ns}": skipped, '
                                "the run starts without it"], out
+
+
+async def test_a_misspelt_provider_is_refused_with_the_name_it_resembles(webhook: httpx.AsyncClient,
+                                                                         ns: str) -> None:
+    """A provider name close to a known one, with no baseURL, would fail the run at start: refused at once instead."""
+    resp = await admit(webhook, review(ns, run(ns, "free", {"task": "t", "model": {"provider": "opneai"}})))
+    assert_refused(resp, "spec.model.provider", 'unknown provider "opneai": did you mean "openai"?')
+    # A name of its own with a baseURL is an OpenAI-compatible endpoint, not a typo.
+    resp = await admit(webhook, review(ns, run(ns, "free", {"task": "t", "model": {
+        "provider": "opneai", "baseURL": "http://models.example/v1"}})))
+    assert resp["allowed"] is True

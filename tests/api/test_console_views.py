@@ -117,3 +117,36 @@ def test_a_run_written_with_sympoziums_older_names_shows_its_agent() -> None:
         name="r1", namespace="team", spec=older["spec"], st=older["status"], task="do it", model="m",
         created_by="", timeline=views.timeline(older, NOW))
     assert '<dd id="agent">legacy-agent</dd>' in detail
+
+
+def test_a_run_refused_when_it_started_never_shows_a_running_step() -> None:
+    """`startedAt` is written with Pending: a run whose spec was refused at start has one, and never ran."""
+    refused = run(phase="Failed", status={"completedAt": "2026-03-01T11:59:01Z", "error": "spec.task: required"})
+    assert [s.phase for s in views.timeline(refused, NOW)] == ["Pending", "Failed"]
+    failed_agent = run(phase="Failed", status={"jobName": "r1", "completedAt": "2026-03-01T11:59:30Z"})
+    assert [s.phase for s in views.timeline(failed_agent, NOW)] == ["Pending", "Running", "Failed"]
+
+
+def test_a_response_the_gate_held_back_is_not_a_green_success() -> None:
+    """The phase stays Succeeded (Sympozium's); the console says the response was rejected, in red, and the phase badge
+    is not green."""
+    rejected = run(phase="Succeeded", gate={"state": "rejected", "decidedBy": "alice"})
+    rejected["status"]["gateVerdict"] = "rejected"
+    r = views.row(rejected, NOW)
+    assert (r.phase, r.outcome) == ("Succeeded", "response rejected")
+    html = head(rejected)
+    assert 'phase-succeeded phase-held" id="phase">Succeeded</span>' in html
+    assert '<span class="badge outcome" id="outcome">response rejected</span>' in html
+    detail = templates.get_template("_run_detail.html").render(
+        run=rejected, name="r1", namespace="team", spec=rejected["spec"], st=rejected["status"], row=r, task="do it",
+        timeline=views.timeline(rejected, NOW), hooks=[], last_attempt=1)
+    assert "phase-succeeded phase-held" in detail and 'class="badge phase phase-succeeded"' not in detail
+    approved = run(phase="Succeeded", gate={"state": "approved"})
+    approved["status"]["gateVerdict"] = "approved"
+    assert views.row(approved, NOW).outcome == "" and "outcome" not in head(approved)
+
+
+def test_the_runs_list_shows_the_first_line_of_each_error() -> None:
+    failed = run(phase="Failed", status={"error": "spec.model.provider: unknown provider \"opneai\"\nmore"})
+    assert views.row(failed, NOW).error == 'spec.model.provider: unknown provider "opneai"'
+    assert views.short("x" * 200).endswith("…") and len(views.short("x" * 200)) == views.ERROR_CHARS

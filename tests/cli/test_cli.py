@@ -49,7 +49,14 @@ def test_the_tree_has_every_command() -> None:
         "", "up", "down", "demo", "apply", "list", "get", "logs", "approve", "reject", "rewrite", "retry", "run",
         "delete", "config", "completion", "schedules", "schedules list", "schedules get", "schedules pause",
         "schedules resume", "schedules trigger", "schedules backfill", "temporal", "temporal setup", "codec",
-        "codec new-key", "worker", "bridge", "api"}
+        "codec new-key", "worker", "bridge", "api", "token", "agents"}
+
+
+def test_version_is_the_packages() -> None:
+    from importlib.metadata import version
+
+    r = invoke("--version")
+    assert (r.exit_code, r.stdout) == (0, f"agentrun {version('agentrun')}\n")
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "agentrun")

@@ -59,10 +59,14 @@ def _assert_payloads_are_encrypted_and_the_ui_decodes_them(state: Path, info: di
     assert info["codec_keys"] == str(keys) and stat.S_IMODE(keys.stat().st_mode) == 0o600
     assert len(load_keys(keys).keys) == 1
     assert "payloads encrypted with codec key" in (state / "worker.log").read_text()
-    # The UI is configured with the API's codec endpoint (it appends /decode itself).
+    # The UI's codec endpoint is its own origin's /codec (it appends /decode itself), which is the API's: a browser
+    # signed in to the console sends its session there with nothing to set (tests/e2e/test_codec.py).
     assert info["codec"] == info["api"] + "/codec"
     ui = httpx.get(info["temporal_ui"] + "/api/v1/settings", timeout=10)
-    assert ui.status_code == 200 and ui.json()["Codec"]["Endpoint"] == info["codec"]
+    assert ui.status_code == 200 and ui.json()["Codec"]["Endpoint"] == info["temporal_ui"] + "/codec"
+    through_ui = httpx.post(info["temporal_ui"] + "/codec/encode", timeout=10,
+                            json={"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "InNlY3JldCI="}]})
+    assert through_ui.status_code == 401, "the API's codec, behind the UI's origin"
     # ... which answers the UI's origin, and decodes for the operator's token only.
     preflight = httpx.options(info["codec"] + "/decode", timeout=10, headers={
         "Origin": info["temporal_ui"], "Access-Control-Request-Method": "POST",
@@ -92,8 +96,35 @@ def test_up_and_down_accept_the_state_dir_after_the_subcommand(tmp_path: Path) -
         assert "customresourcedefinition.apiextensions.k8s.io/agentruns.sympozium.ai" in got.stdout.split()
         _assert_webhooks_protect_the_stack(kubeconfig, info)
         _assert_payloads_are_encrypted_and_the_ui_decodes_them(state, info)
+        # What up said: which address is the console, and how to get its token.
+        assert f"The web console is the api address: open {info['api']}/ and sign in with the API token, which " \
+               f"`agentrun token --state-dir {state}` prints." in up.stdout
+        token = _agentrun("token", "--state-dir", str(state))
+        assert (token.returncode, token.stdout) == (0, info["api_token"] + "\n"), token.stderr
+        # up --detach on the running stack: its endpoints again, and success.
+        again = _agentrun("up", "--detach", "--state-dir", str(state))
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert again.stdout.startswith(f"the stack in {state} is already up\nagentrun is up:\n")
+        assert f"  api          {info['api']}\n" in again.stdout and "Ctrl-C" not in again.stdout
     finally:
         down = _agentrun("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stdout + down.stderr
     assert "stopped worker" in down.stdout
     assert not (state / "pids.json").exists()
+
+
+def test_the_demo_runs_twice_in_a_row_on_one_state_dir_and_ends_without_dead_links(tmp_path: Path) -> None:
+    """`bash deploy/dev.sh demo` is `agentrun demo` after the install: a second demo finds the first one's run and
+    deletes it (a run executes once), runs the example again and stops its stack; each ends by saying how to keep a
+    stack up and where the console is, and prints no address of the stack it stopped."""
+    state = tmp_path / "demo"
+    for time in ("first", "second"):
+        demo = _agentrun("demo", "--demo-state-dir", str(state), timeout=300)
+        assert demo.returncode == 0, (time, demo.stdout + demo.stderr)
+        assert "agentrun/summarize-release: Succeeded" in demo.stdout, demo.stdout
+        assert "context notes.txt: v2.4.0: faster startup" in demo.stdout
+        assert ("agentrun/summarize-release of an earlier demo deleted" in demo.stdout) == (time == "second")
+        assert "stopped temporal" in demo.stdout and not (state / "pids.json").exists()
+        ending = demo.stdout[demo.stdout.index("stopped temporal"):]
+        assert "`agentrun up --detach`" in ending and "`agentrun token`" in ending and "console" in ending
+        assert "http" not in demo.stdout.replace("agentrun is up", ""), "an address of a stack that is gone"

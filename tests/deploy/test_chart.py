@@ -40,6 +40,7 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         ("sympozium.ai", "skillpacks", "get"),  # models/skills.py: a run's SkillPacks at start
         ("", "serviceaccounts/token", "create"),  # a SkillPack sidecar's token (activities/skill_manifests.py)
         *(("", "secrets", v) for v in ("create", "delete")),  # ... kept in its per-run Secret (never read)
+        ("", "configmaps", "create"), ("", "configmaps", "patch"),  # kept logs, <run>-logs (models/run_logs.py)
         # worker.grantableRules (default): what lifecycle Roles may grant
         *(("", "configmaps", v) for v in ("get", "list", "create", "patch", "delete")),
     },
@@ -69,6 +70,8 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
         *(("sympozium.ai", "sympoziumschedules", v) for v in ("get", "list", "create", "patch", "delete")),
         ("sympozium.ai", "skillpacks", "get"),  # api/admission.py: a run's SkillPacks, as the worker reads them
         ("", "events", "create"),  # api/authority.py: a refused verdict is a VerdictRefused Event on its run
+        # api/logs.py: a run's pods and their logs, then the tail kept in its ConfigMap <run>-logs
+        ("", "pods", "list"), ("", "pods/log", "get"), ("", "configmaps", "get"),
         # api/escalation.py: a run's lifecycle.rbac is reviewed against what its creator holds
         ("authorization.k8s.io", "localsubjectaccessreviews", "create"),
     },
@@ -88,7 +91,7 @@ ENV = {
     "worker": {"AGENTRUN_NATS__URL", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_FALLBACK_POLL_SECONDS", "AGENTRUN_NAMESPACES",
                "AGENTRUN_AGENT_RESTARTS",
                "AGENTRUN_MAX_CONCURRENT_ACTIVITIES", "AGENTRUN_MAX_CACHED_WORKFLOWS", "AGENTRUN_SETUP_SEARCH_ATTRIBUTES",
-               "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT", "AGENTRUN_METRICS_ADDRESS"},
+               "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT", "AGENTRUN_METRICS_ADDRESS", "AGENTRUN_KEEP_LOG_BYTES"},
     "bridge": {"AGENTRUN_NAMESPACES", "AGENTRUN_LEASE_NAMESPACE", "AGENTRUN_LEASE_NAME", "AGENTRUN_LEASE_SECONDS",
                "AGENTRUN_IDENTITY", "AGENTRUN_SCHEDULE_RESYNC_SECONDS", "AGENTRUN_PRUNE__ENABLED", "AGENTRUN_PRUNE__KEEP",
                "AGENTRUN_PRUNE__INTERVAL_SECONDS", "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT",

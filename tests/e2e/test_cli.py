@@ -13,15 +13,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from cli.main import cli as cli_group
 from cli.main import main as agentrun
-from tests.e2e.conftest import API_TOKENS, Stack, agent, agent_run
+from tests.e2e.conftest import API_TOKENS, QUIET_CRON, Stack, agent, agent_run, hook
+from tests.e2e.test_gate_authority import authority_api, protected
 from tests.waiting import wait_for
+
+__all__ = ["authority_api", "protected"]  # fixtures: the API process and its webhooks registered for the namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 ALICE = next(t for t, who in API_TOKENS.items() if who == "alice@example.com")
@@ -116,7 +121,8 @@ def spawn() -> Iterator[Callable[[list[str]], Lines]]:
         p.kill()
 
 
-def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path: Path) -> None:
+def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path: Path,
+                                                             spawn: Callable[[list[str]], Lines]) -> None:
     manifest = tmp_path / "run.yaml"
     manifest.write_text(yaml.safe_dump_all([agent(), agent_run("plain", task="hello cli", cleanup="keep")]))
     code, out, err = cli("apply", "-f", str(manifest), "--wait", "--timeout", "120")
@@ -137,7 +143,10 @@ def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path:
     assert header.split() == ["NAME", "AGENT", "PHASE", "GATE", "AGE"] and row.split()[:3] == [
         "plain", "helper", "Succeeded"]
     assert cli("list", "-o", "wide")[1].splitlines()[0].split()[5:] == ["MODEL", "ATTEMPT", "DECIDED", "BY",
-                                                                        "TOKENS", "CACHED", "CREATED", "BY"]
+                                                                        "TOKENS", "CACHED", "CREATED", "BY", "ERROR"]
+    # The run names no model: it runs its Agent's, which the wide row shows.
+    header, wide_row = cli("list", "-o", "wide")[1].splitlines()
+    assert columns(header, wide_row)["MODEL"] == "echo-1"
     # get: the object, as JSON or YAML (the default).
     code, out, _ = cli("get", "plain", "-o", "json")
     got = json.loads(out)
@@ -146,6 +155,10 @@ def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path:
         as_yaml = yaml.safe_load(cli(*args)[1])
         assert (as_yaml["kind"], as_yaml["metadata"]["uid"], as_yaml["spec"]) == ("AgentRun", got["metadata"]["uid"],
                                                                                  got["spec"])
+    # get -w of a run that has ended: its row, then the command returns (there is nothing left to wait for).
+    watched = spawn(["get", "plain", "-w", "-n", cli.namespace, "--state-dir", str(cli.state_dir)])
+    assert watched.wait_exit(timeout=30) == 0, watched.lines
+    assert [line.split()[:3] for line in watched.lines] == [["NAME", "AGENT", "PHASE"], ["plain", "helper", "Succeeded"]]
     # logs: the agent's output, also when following a pod that has ended.
     for follow in ([], ["-f"]):
         code, out, err = cli("logs", "plain", *follow)
@@ -161,6 +174,9 @@ def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path:
         assert (code, out) == (1, "") and err == f'agentrun: agentrun/ghost: not found in namespace "{cli.namespace}"\n'
     code, _, err = cli("logs", "plain", "--hook", "nope")
     assert code == 1 and "has no hook 'nope'" in err
+    # approve of a run that never had a gate says so (not only that it has ended).
+    code, _, err = cli("approve", "plain")
+    assert (code, err) == (1, "agentrun/plain: refused: the run has no gate (no postRun hook with gate: true)\n")
 
 
 def test_get_watch_shows_the_phase_change_and_approve_is_recorded_as_the_tokens_identity(
@@ -225,3 +241,127 @@ def test_run_and_delete_go_through_the_api(cli: Cli, stack: Stack, namespace: st
     assert code == 1 and 'agent "nobody" not found' in err and err.count("\n") == 1
     code, _, err = cli("delete", name, "--token", "wrong-token")
     assert code == 1 and err.startswith(f"agentrun/{name}: refused: ") and err.count("\n") == 1, err
+
+
+def test_apply_applies_edits_refuses_unknown_fields_prints_warnings_and_goes_on_after_a_bad_document(
+        cli: Cli, stack: Stack, protected: str, tmp_path: Path) -> None:
+    """`apply` is kubectl's: an edit of an Agent, a policy or a schedule is applied (server-side apply), a misspelt
+    field is refused naming it, the admission webhook's warnings are printed as kubectl prints them, a bad document
+    is one line and the documents after it are applied, and an existing run is left as it is, saying so."""
+    ns = protected
+
+    def write(*docs: dict[str, Any]) -> str:
+        path = tmp_path / f"f{len(list(tmp_path.iterdir()))}.yaml"
+        path.write_text(yaml.safe_dump_all(docs))
+        return str(path)
+
+    helper: dict[str, Any] = {**agent(), "spec": {**agent()["spec"], "systemPrompt": "Be brief."}}
+    team: dict[str, Any] = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "SympoziumPolicy", "metadata": {"name": "team"},
+            "spec": {"subagentPolicy": {"maxDepth": 2}}}
+    nightly: dict[str, Any] = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "SympoziumSchedule", "metadata": {"name": "nightly"},
+               "spec": {"agentRef": "helper", "schedule": QUIET_CRON, "task": "report", "firstTick": "afterInterval"}}
+    kinds = ["agent/helper", "sympoziumpolicy/team", "sympoziumschedule/nightly"]
+    code, out, err = cli("apply", "-f", write(helper, team, nightly))
+    assert (code, out.splitlines()) == (0, [f"{k} created" for k in kinds]), err
+    # Edited: each change reaches the cluster.
+    helper["spec"]["systemPrompt"] = "Be thorough."
+    team["spec"]["subagentPolicy"]["maxDepth"] = 3
+    nightly["spec"]["task"] = "report, with costs"
+    edited = write(helper, team, nightly)
+    code, out, err = cli("apply", "-f", edited)
+    assert (code, out.splitlines()) == (0, [f"{k} configured" for k in kinds]), err
+
+    def stored(plural: str, name: str) -> dict[str, Any]:
+        obj: Any = stack.custom.get_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, plural, name)
+        return dict(obj["spec"])
+
+    assert stored("agents", "helper")["systemPrompt"] == "Be thorough."
+    assert stored("sympoziumpolicies", "team")["subagentPolicy"]["maxDepth"] == 3
+    assert stored("sympoziumschedules", "nightly")["task"] == "report, with costs"
+    code, out, err = cli("apply", "-f", edited)
+    assert (code, out.splitlines()) == (0, [f"{k} unchanged" for k in kinds]), err
+    # A misspelt field is refused, naming it: one line, nothing created.
+    misspelt = agent_run("typo")
+    misspelt["spec"]["taks"] = misspelt["spec"].pop("task")
+    code, out, err = cli("apply", "-f", write(misspelt))
+    assert (code, out) == (1, "") and err.count("\n") == 1 and 'unknown field "spec.taks"' in err, err
+    assert stack.get_run(ns, "typo") is None
+    # The webhook's warnings, as kubectl prints them.
+    warned = agent_run("dry", dryRun=True)
+    code, out, err = cli("apply", "-f", write(warned))
+    assert (code, out) == (0, "agentrun/dry created\n"), err
+    assert [line for line in err.splitlines() if line.startswith("Warning: spec.dryRun: has no effect here")], err
+    # A document without apiVersion and one of a kind the cluster does not serve: a line each, then the next one.
+    nameless = {"kind": "Agent", "metadata": {"name": "x"}}
+    unknown = {**agent("y"), "kind": "Agnet"}
+    bad = write(nameless, unknown, agent("second"))
+    code, out, err = cli("apply", "-f", bad)
+    assert (code, out) == (1, "agent/second created\n"), err
+    assert err.splitlines() == [
+        f"{bad} (document 1): no apiVersion (every object needs apiVersion and kind, e.g. apiVersion: "
+        "sympozium.ai/v1alpha1)",
+        f'{bad} (document 2): the cluster serves no kind "Agnet" in sympozium.ai/v1alpha1 (it serves: Agent, '
+        "AgentRun, Ensemble, Model, PersonaPack, SkillPack, SympoziumInstance, SympoziumPolicy, SympoziumSchedule)"]
+    # An existing run does not stop the documents after it: unchanged when the file asks for what it has ...
+    code, out, err = cli("apply", "-f", write(warned, agent("third")))
+    assert (code, out) == (0, "agentrun/dry unchanged\nagent/third created\n"), err
+    # ... and refused, saying why, when the file would change it.
+    changed = agent_run("dry", task="another task", dryRun=True)
+    again = write(changed, agent("fourth"))
+    code, out, err = cli("apply", "-f", again)
+    assert (code, out) == (1, "agent/fourth created\n"), err
+    assert err.startswith(f"{again} (document 1): agentrun/dry: exists with another spec.task: a run executes once")
+    assert err.count("\n") == 1 and (stack.get_run(ns, "dry") or {})["spec"]["task"] == "hello"
+    # agentrun agents lists them, with their model and provider.
+    code, out, err = cli("agents")
+    header, *rows = out.splitlines()
+    assert code == 0 and header.split() == ["NAME", "MODEL", "PROVIDER", "POLICY", "AGE"], out + err
+    assert sorted(r.split()[:3] for r in rows) == [[n, "echo-1", "echo"] for n in ("fourth", "helper", "second",
+                                                                                    "third")]
+
+
+def test_logs_of_the_agent_and_each_hook_stay_readable_after_the_cleanup_deleted_the_pods(
+        cli: Cli, stack: Stack, namespace: str, api_server: str, tmp_path: Path) -> None:
+    """The cleanup keeps the tail of each container's log in the run's ConfigMap before it deletes the Jobs: `agentrun
+    logs` and the API (the console's logs) read it once the pods are gone, for as long as the run exists."""
+    lifecycle = {"preRun": [hook("fetch", "echo 'fetched the context'")],
+                 "postRun": [hook("report", "echo \"reported: $AGENT_EXIT_CODE\"")]}
+    manifest = tmp_path / "kept.yaml"
+    manifest.write_text(yaml.safe_dump_all([agent(), agent_run("kept", task="keep my logs", lifecycle=lifecycle)]))
+    code, out, err = cli("apply", "-f", str(manifest), "--wait", "--timeout", "120")
+    assert code == 0 and "agentrun/kept: Succeeded" in out, out + err
+    stack.wait_gone(namespace, "kept", kinds=("jobs", "pods"))
+    expected = {None: "echo: keep my logs", "fetch": "fetched the context\n", "report": "reported: 0\n"}
+    for hook_name, text in expected.items():
+        code, out, err = cli("logs", "kept", *(["--hook", hook_name] if hook_name else []))
+        assert code == 0 and text in out, (hook_name, out, err)
+        with httpx.Client(base_url=api_server, headers={"Authorization": f"Bearer {ALICE}"}, timeout=30) as api:
+            got = api.get("/api/v1/runs/kept/logs", params={"namespace": namespace, **({"hook": hook_name} if hook_name
+                                                                                        else {})})
+        assert got.status_code == 200 and text in got.text, (hook_name, got.text)
+    # Owned by the run: it goes with it.
+    run = stack.get_run(namespace, "kept") or {}
+    kept = stack.core.read_namespaced_config_map("kept-logs", namespace)
+    assert [o.uid for o in kept.metadata.owner_references] == [run["metadata"]["uid"]]
+    assert cli("delete", "kept")[0] == 0
+    wait_for(lambda: not [c for c in stack.core.list_namespaced_config_map(namespace).items
+                          if c.metadata.name == "kept-logs"], timeout=30, what="the kept logs to go with the run")
+
+
+def test_the_log_of_a_gate_hook_stopped_by_its_own_verdict_is_kept(cli: Cli, stack: Stack, namespace: str,
+                                                                      tmp_path: Path) -> None:
+    """A gate hook that gives the verdict itself and goes on running is stopped (its pod deleted) as soon as the
+    verdict counts: its log is kept then, before the cleanup."""
+    rbac = [{"apiGroups": ["sympozium.ai"], "resources": ["agentruns"], "verbs": ["get", "patch"]}]
+    script = ("echo 'scanned: clean'; kubectl annotate agentrun \"$AGENT_RUN_ID\" --overwrite "
+              "'sympozium.ai/gate-verdict={\"action\":\"approve\",\"reason\":\"clean\"}'; sleep 60")
+    lifecycle = {"rbac": rbac, "gateTimeout": "5m", "postRun": [hook("scan", script, gate=True)]}
+    manifest = tmp_path / "self-gated.yaml"
+    manifest.write_text(yaml.safe_dump_all([agent(), agent_run("self-gated", lifecycle=lifecycle)]))
+    code, out, err = cli("apply", "-f", str(manifest), "--wait", "--timeout", "120")
+    assert code == 0 and "agentrun/self-gated: Succeeded (gate approved)" in out, out + err
+    stack.wait_gone(namespace, "self-gated", kinds=("jobs", "pods"))
+    code, out, err = cli("logs", "self-gated", "--hook", "scan")
+    assert code == 0 and "scanned: clean" in out, (out, err)
+    code, out, err = cli("logs", "self-gated")
+    assert code == 0 and "echo: hello" in out, (out, err)

@@ -1,8 +1,10 @@
 """The payload codec end to end: a worker, a bridge and an API started with a key file keep a secret literal of a
 hook's env out of the workflow history Temporal stores (not even base64-encoded), the API's codec endpoint gives it
 back to a caller with a token (and 401 to one without), the encrypted history replays, and the Temporal UI, started
-with the codec endpoint as `agentrun up` starts it, shows ciphertext to anyone and the payloads to an operator
-signed in at the API's /codec/login (headless Chromium, as tests/e2e/test_console.py).
+as `agentrun up` starts it (behind cli/uifront.py, whose /codec is the API's), shows ciphertext to anyone and the
+payloads to an operator who signed in to the web console, with nothing to set in the UI; a UI on another origin shows
+them to an operator signed in at /codec/login who turned on its "include credentials" (headless Chromium, as
+tests/e2e/test_console.py).
 
 A stack of its own (localkube, a Temporal dev server, the three processes), so the session's stack stays plain:
 the other end-to-end tests read its histories with the plain converter, and its bridge, which watches every
@@ -52,6 +54,7 @@ class CodecStack:
     temporal: TemporalDevServer
     api: str
     keys: Path
+    ui: str  # the front of the UI, as `agentrun up` publishes it
 
     @property
     def custom(self) -> client.CustomObjectsApi:
@@ -67,24 +70,26 @@ def codec_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodecStack
     with running_localkube(d / "kube", job_backoff_seconds=0.2, image_map={
             AGENT_IMAGE: [sys.executable, "-m", "agentrunner"]}) as lk:
         install_crds(lk.kubeconfig)
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        # With its UI, pointed at the API's codec endpoint as `agentrun up` does.
-        temporal = TemporalDevServer(d / "temporal", ui_codec_endpoint=base + "/codec").start()
+        port, front_port = free_port(), free_port()
+        base, front = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{front_port}"
+        # With its UI behind the front, whose /codec is the API's, as `agentrun up` does.
+        temporal = TemporalDevServer(d / "temporal", ui_codec_endpoint=front + "/codec").start()
         env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
                "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(keys), "AGENTRUN_KUBE__KUBECONFIG": str(lk.kubeconfig),
                "AGENTRUN_FALLBACK_POLL_SECONDS": "5", "PYTHONUNBUFFERED": "1"}
         procs = [Proc(name, [sys.executable, "-m", name], env, d / f"{name}.log") for name in ("worker", "bridge")]
+        procs.append(Proc("ui", [sys.executable, "-m", "cli.uifront", "--port", str(front_port), "--ui",
+                                 temporal.ui_url, "--api", base], env, d / "ui.log"))
         for p in procs:
             p.start()
         api = config.new_client_from_config(str(lk.kubeconfig))
         try:
             with api_process({**env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port),
                               "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([temporal.ui_url])},
-                             d / "api.log", {base + "/readyz": True}):
+                             d / "api.log", {base + "/readyz": True, front + "/api/v1/settings": True}):
                 wait_for(lambda: "worker polling" in (d / "worker.log").read_text(), timeout=60,
                          what="the worker to poll")
-                yield CodecStack(api, temporal, base, keys)
+                yield CodecStack(api, temporal, base, keys, front)
         finally:
             api.close()
             for p in procs:
@@ -219,8 +224,9 @@ async def test_the_encrypted_history_replays_with_the_codec(codec_stack: CodecSt
 def test_the_temporal_ui_shows_ciphertext_to_anyone_and_the_payloads_to_a_signed_in_operator(
         codec_stack: CodecStack, finished_run: tuple[str, str]) -> None:
     wid, raw = finished_run
-    ui = codec_stack.temporal.ui_url
-    assert httpx.get(ui + "/api/v1/settings", timeout=10).json()["Codec"]["Endpoint"] == codec_stack.api + "/codec"
+    ui = codec_stack.ui
+    # The UI's codec is on its own origin.
+    assert httpx.get(ui + "/api/v1/settings", timeout=10).json()["Codec"]["Endpoint"] == ui + "/codec"
     completed = next(e for e in json.loads(raw)["events"] if "workflowExecutionCompletedEventAttributes" in e)
     ciphertext = completed["workflowExecutionCompletedEventAttributes"]["result"]["payloads"][0]["data"]
     page_url = f"{ui}/namespaces/default/workflows/{quote(wid, safe='')}"
@@ -232,6 +238,18 @@ def test_the_temporal_ui_shows_ciphertext_to_anyone_and_the_payloads_to_a_signed
             # The UI asked the codec, got 401, and shows the result as Temporal stores it.
             expect(anyone.locator("body")).to_contain_text(ciphertext[:40], timeout=30_000)
             assert TASK not in anyone.inner_text("body")
+            # Signed in to the web console, and nothing else: the UI shows the payloads.
+            console = browser.new_context().new_page()
+            console.goto(codec_stack.api + "/signin")
+            console.get_by_label("API token").fill(TOKEN)
+            console.get_by_role("button", name="Sign in").click()
+            expect(console).to_have_url(codec_stack.api + "/runs")
+            console.goto(page_url)
+            expect(console.locator("body")).to_contain_text(f"echo: {TASK}", timeout=30_000)
+            assert ciphertext[:40] not in console.inner_text("body")
+            # A Temporal UI on another origin (here the dev server's own): signed in at /codec/login, with the
+            # UI's "include cross-origin credentials".
+            page_url = f"{codec_stack.temporal.ui_url}/namespaces/default/workflows/{quote(wid, safe='')}"
             operator = browser.new_context().new_page()
             operator.goto(codec_stack.api + "/codec/login")
             operator.fill("input[name=token]", TOKEN)

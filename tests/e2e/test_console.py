@@ -244,6 +244,12 @@ def test_reject_with_a_replacement_shows_the_red_banner_and_the_replacement(
     expect(page.locator("#banner")).to_have_class("banner bad")
     expect(page.locator("#result")).to_have_text(replacement, timeout=WAIT_MS)
     assert (stack.get_run(namespace, "to-reject") or {})["status"]["result"] == replacement
+    # Cleaned up (its Jobs and pods are gone), the run's page still shows the agent's and the gate hook's logs: the
+    # tail the cleanup kept.
+    stack.wait_gone(namespace, "to-reject", kinds=("jobs", "pods"))
+    page.reload()
+    expect(page.locator("#log-agent")).to_contain_text("finished: status=success", timeout=WAIT_MS)
+    expect(page.locator("pre[data-hook=gate]")).to_have_text("(no output)", timeout=WAIT_MS)
     assert_clean(page)
 
 

@@ -51,6 +51,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         assert up.returncode == 0, up.stdout + up.stderr
         info: dict[str, Any] = json.loads((state / "endpoints.json").read_text())
         info["client"] = config.new_client_from_config(info["kubeconfig"])
+        info["up_stdout"] = up.stdout
         yield info
         info["client"].close()
     finally:
@@ -212,3 +213,9 @@ def test_the_charts_pods_encrypt_payloads_with_the_key_the_chart_made(cluster: d
                          headers={"Authorization": f"Bearer {cluster['api_token']}"})
     assert decoded.status_code == 200, decoded.text
     assert "summarize-release" in base64.b64decode(decoded.json()["payloads"][0]["data"]).decode()
+
+
+def test_up_prints_the_charts_notes_as_helm_install_does(cluster: dict[str, Any]) -> None:
+    out = cluster["up_stdout"]
+    assert "agentrun 0.1.0 is installed in namespace agentrun-system (release agentrun)." in out, out
+    assert "kubectl apply -f examples/agent.yaml -f examples/prerun-context.yaml" in out

@@ -4,7 +4,8 @@ A run with a preRun hook, the agent and a postRun hook asks the API server only 
 no read of the run before its finalizer (the bridge saw the object), none of its Agent (the
 worker's view holds it), no pod lists (the view of pods), no log read for the preRun outcome (its
 termination message), one request for all its Jobs at cleanup and no read before deleting its
-workspace or releasing the object."""
+workspace or releasing the object. The cleanup reads each container's log once more, to keep its tail in the run's
+ConfigMap (one create) before the pods go."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def audit_lines(localkube: Handle) -> int:
     return len(path.read_text().splitlines())
 
 
-def test_a_run_with_hooks_costs_the_worker_thirteen_requests(stack: Stack, namespace: str) -> None:
+def test_a_run_with_hooks_costs_the_worker_seventeen_requests(stack: Stack, namespace: str) -> None:
     ns, lk = namespace, stack.kube
     stack.create(ns, "agents", agent())
     since = audit_lines(lk)
@@ -72,7 +73,9 @@ def test_a_run_with_hooks_costs_the_worker_thirteen_requests(stack: Stack, names
         "PATCH agentruns/{name}/status": 4,  # Pending, Running, PostRunning, Succeeded
         "POST persistentvolumeclaims": 1,
         "POST jobs": 3,
-        "GET pods/{name}/log": 1,  # the agent's result (the preRun's answer is its termination message)
+        "GET pods/{name}/log": 1 + 3,  # the agent's result (the preRun's answer is its termination message); at
+                                       # cleanup, the tail of each of its three containers' logs ...
+        "POST configmaps": 1,  # ... kept in the run's ConfigMap <run>-logs
         "DELETE jobs": 1,  # all three, by the run-uid label
         "DELETE persistentvolumeclaims/{name}": 1,  # its uid known: no read first
     }), "no read of the run, its Agent (the worker's view) or pods; the agent account made a moment ago"
