@@ -87,6 +87,15 @@ def test_a_skill_pack_applies_strictly_whole_and_its_configmap_follows_its_edits
     wait_for(lambda: stack.core.read_namespaced_config_map("ops-toolkit", ns).data == {"triage.md": "v2"},
              what="the ConfigMap to follow the edit")
 
+    # A sidecar without a command runs the executor alone, not its image's entrypoint: the pack's status says so.
+    out = kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "sympozium.ai/v1alpha1", "kind": "SkillPack", "metadata": {"name": "bare"},
+        "spec": {"skills": [{"name": "s", "content": "x"}], "sidecar": {"image": "registry.example/tools:1"}}}))
+    assert out.returncode == 0, out.stderr
+    note = wait_for(lambda: next((c for c in (_pack(stack, ns, "bare").get("status") or {}).get("conditions") or []
+                                  if c["type"] == "EntrypointNotRun"), None), what="the bare pack's condition")
+    assert (note["status"], note["reason"]) == ("True", "NoCommand") and "executor alone" in note["message"]
+
 
 def _token_works(localkube: Handle, token: str, ns: str) -> int:
     cfg = yaml.safe_load(Path(localkube.kubeconfig).read_text())
