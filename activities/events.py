@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Coroutine
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import nats
 import nats.errors
@@ -46,8 +46,10 @@ class EventActivities:
     """Publishes run events; one lazily opened NATS connection per instance, replaced after failures."""
 
     def __init__(self, nats_url: str | None, *, stream: str = DEFAULT_STREAM, connect_timeout: float = 2.0,
-                 request_timeout: float = 5.0) -> None:
+                 request_timeout: float = 5.0, options: dict[str, Any] | None = None) -> None:
         self.nats_url = nats_url or ""
+        # Credentials and TLS (models/settings.py NatsSettings.connect_options).
+        self.options = dict(options or {})
         self.stream = stream
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -143,7 +145,7 @@ class EventActivities:
                 nc.connect(self.nats_url, connect_timeout=self.connect_timeout,  # type: ignore[arg-type]
                            allow_reconnect=False, max_reconnect_attempts=1, reconnect_time_wait=0,
                            error_cb=on_error, disconnected_cb=on_lost, closed_cb=on_lost,
-                           name="agentrun-events"),
+                           name="agentrun-events", **self.options),
                 timeout=self.connect_timeout)
         except BaseException as e:
             with contextlib.suppress(Exception):

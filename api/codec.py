@@ -4,12 +4,19 @@ stores encrypted (models/codec.py).
 
 Both take and answer `{"payloads": [{"metadata": {name: base64}, "data": base64}]}`. A caller is authenticated by
 the API's bearer tokens (`Authorization: Bearer <token>`, which `temporal --codec-auth` and a Temporal UI that
-passes its users' access tokens send), or in a browser by the web console's session (signing in to the console
-signs in to the codec: its cookie goes to every path of this host, and holds no token) or by a cookie that
-`GET /codec/login` sets for a Temporal UI without single sign-on. A Temporal UI on another origin sends those
-cookies with "include cross-origin credentials"; the embedded stack's UI has the codec on its own origin
-(cli/uifront.py), so it sends them with nothing to set. Browsers may call these routes from the origins of
+passes its users' access tokens send; a Kubernetes token too, api/auth.py), or in a browser by the web console's
+session (signing in to the console signs in to the codec: its cookie goes to every path of this host, and holds no
+token) or by a cookie that `GET /codec/login` sets for a Temporal UI without single sign-on. A Temporal UI on another
+origin sends those cookies with "include cross-origin credentials"; the embedded stack's UI has the codec on its own
+origin (cli/uifront.py), so it sends them with nothing to set. Browsers may call these routes from the origins of
 `AGENTRUN_CODEC_CORS_ORIGINS` only, and no other route of the API answers cross-origin requests.
+
+A payload does not say which run (or namespace) it belongs to, so decoding shows whatever a history holds: the caller
+must be allowed to read runs in every namespace the API serves (`get agentruns` there; cluster-wide when it serves
+all of them: api/access.py), however it signed in. Encoding is allowed to the same callers: the Temporal UI encodes
+what its users type (a signal's or an update's input) so that it is stored encrypted like the rest, and since verdicts
+are signed with a key the codec never uses (models/signing.py), being able to encrypt gives no authority: a verdict
+encrypted here is still recorded as sent straight to Temporal.
 """
 
 from __future__ import annotations
@@ -27,42 +34,53 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.api.common.v1 import Payload
 
 from models.codec import CodecError, EncryptionCodec
+from models.names import AGENTRUNS
 
-from .auth import ANONYMOUS, Caller
+from .auth import ANONYMOUS, Caller, ReviewUnavailable
+from .bodies import MAX_BODY_BYTES
 from .console.sessions import COOKIE as CONSOLE_COOKIE
 from .console.sessions import SessionStore
-from .deps import StateDep
+from .deps import State, StateDep, authenticate, bearer
 from .settings import ApiSettings
 
 PREFIX = "/codec"
 COOKIE = "agentrun_codec"
 COOKIE_SECONDS = 8 * 3600
-# Temporal caps a payload at 2 MiB by default; a batch of a history's payloads stays well under this.
-MAX_BODY_BYTES = 64 * 1024 * 1024
 
 router = APIRouter(prefix=PREFIX, tags=["codec"])
 
 
-def codec_caller(request: Request, state: StateDep) -> Caller:
-    """The bearer token, else the console's session, else the login cookie (all three stand for the API's tokens)."""
-    if state.settings.insecure and not state.tokens.tokens():
+async def codec_caller(request: Request, state: StateDep) -> Caller:
+    """The bearer token, else the console's session, else the login cookie (all three stand for the API's tokens, or
+    a Kubernetes token), of a caller who may read every run."""
+    if state.open:
         return ANONYMOUS
-    header = request.headers.get("authorization", "")
-    if not header.lower().startswith("bearer "):
+    token = bearer(request)
+    if not token:
         sessions: SessionStore | None = getattr(request.app.state, "console_sessions", None)
         if sessions is not None:
-            session = sessions.get(request.cookies.get(CONSOLE_COOKIE))
-            console = sessions.caller(session) if session is not None else None
+            try:
+                session = await sessions.get(request.cookies.get(CONSOLE_COOKIE))
+                console = await sessions.caller(session) if session is not None else None
+            except ReviewUnavailable as e:
+                raise HTTPException(status_code=503, detail=f"cannot ask the cluster who the session's token is: {e}",
+                                    headers={"Retry-After": "5"}) from None
             if console is not None:
+                await _may_read_every_run(state, console)
                 return console
-    token = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(COOKIE, "")
+        token = request.cookies.get(COOKIE, "")
     if not token:
         raise HTTPException(status_code=401, detail="missing bearer token (or the codec login cookie)",
                             headers={"WWW-Authenticate": "Bearer"})
-    who = state.tokens.caller(token)
-    if who is None:
-        raise HTTPException(status_code=401, detail="invalid token", headers={"WWW-Authenticate": "Bearer"})
+    who = await authenticate(request, token, via="codec")
+    await _may_read_every_run(state, who)
     return who
+
+
+async def _may_read_every_run(state: State, who: Caller) -> None:
+    """`get agentruns` in every namespace the API serves ("": all of them, i.e. cluster-wide)."""
+    for ns in state.settings.namespaces or [""]:
+        await state.allow(who, "get", AGENTRUNS, ns)
 
 
 CodecCaller = Annotated[Caller, Depends(codec_caller)]
@@ -133,7 +151,9 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"description": "not a payloads body, or a payload that cannot be decrypted (the message names the key ID, "
                          "or says that it was altered)"},
     401: {"description": "missing or invalid token"},
-    413: {"description": "body over 64 MiB"}}
+    403: {"description": "RBAC does not let the caller read runs in every namespace the API serves (get agentruns)"},
+    413: {"description": "body over 64 MiB"},
+    429: {"description": "too many failed attempts from this client: retry after Retry-After seconds"}}
 
 
 @router.post("/encode", openapi_extra=PAYLOADS_BODY, responses=RESPONSES)
@@ -179,12 +199,18 @@ async def login_page() -> HTMLResponse:
 @router.post("/login", response_class=HTMLResponse, include_in_schema=False)
 async def login(request: Request, state: StateDep) -> Response:
     """Sets the token as an HttpOnly, SameSite=Strict cookie scoped to /codec: the browser sends it to the codec
-    routes only, and only from pages of the same site (the Temporal UI beside the API)."""
+    routes only, and only from pages of the same site (the Temporal UI beside the API). Wrong tokens are throttled
+    as on every other door (api/throttle.py)."""
     form = parse_qs((await request.body()).decode(errors="replace"))
     token = (form.get("token") or [""])[0].strip()
-    who = state.tokens.caller(token) if token else None
-    if who is None:
-        return _page("That is not a valid API token.", status=401)
+    try:
+        who = await authenticate(request, token, via="codec")
+    except HTTPException as e:
+        if e.status_code == 401:
+            return _page("That is not a valid API token.", status=401)
+        page = _page(str(e.detail), status=e.status_code)
+        page.headers.update(e.headers or {})
+        return page
     page = _page(f"Signed in as {who.identity} for {COOKIE_SECONDS // 3600} hours: the Temporal UI can decode "
                  "payloads in this browser.")
     page.set_cookie(COOKIE, token, max_age=COOKIE_SECONDS, path=PREFIX, httponly=True, samesite="strict",

@@ -26,9 +26,9 @@ from fastapi.responses import StreamingResponse
 
 from models import run_logs
 from models.kube import Kube, NotFound, typed_errors
-from models.names import Component, agent_job_of, hook_container, job_name
+from models.names import AGENTRUNS, Component, agent_job_of, hook_container, job_name
 
-from .deps import Identity, Namespace, StateDep
+from .deps import CallerDep, Namespace, StateDep
 from .runops import read_run
 
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
@@ -166,10 +166,12 @@ async def run_log(kube: Kube, namespace: str, run: dict[str, Any], *, hook: str 
             responses={200: {"content": {"text/plain": {}}, "description": "the log (streamed)"},
                        404: {"description": "no such run, hook or attempt, or no log (not started, or cleaned up "
                                              "without keeping it)"}})
-async def get_logs(name: str, state: StateDep, who: Identity, namespace: Namespace = "default",
+async def get_logs(name: str, state: StateDep, who: CallerDep, namespace: Namespace = "default",
                    hook: str | None = None, attempt: int | None = Query(None, ge=1),
                    follow: bool = False) -> StreamingResponse:
-    """The agent's log (or `hook`'s) of the last attempt (or `attempt`), followed while it runs with `follow`."""
+    """The agent's log (or `hook`'s) of the last attempt (or `attempt`), followed while it runs with `follow`. Reading
+    a run's logs is reading the run (`get agentruns`)."""
+    await state.allow(who, "get", AGENTRUNS, namespace, name=name)
     run = await read_run(state, namespace, name)
     try:
         _target, chunks = await run_log(state.kube, namespace, run, hook=hook, attempt=attempt, follow=follow)

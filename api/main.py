@@ -3,7 +3,8 @@
 Runs are created as AgentRun objects (never bare workflows); reads come from the objects.
 Gate verdicts go to the run's workflow as a Temporal Update, so the caller learns at once
 whether the verdict was accepted, after the run's Agent's policy (`gatePolicy`) has said that the token's
-identity may decide it (`api/authority.py`). Every `/api/` route needs a bearer token.
+identity may decide it (`api/authority.py`). Every `/api/` route needs a bearer token (api/auth.py), and Kubernetes
+RBAC must let its caller do what it asks in the namespace asked for (api/access.py).
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from models.settings import user_agent
 from models.timestamps import parse_rfc3339
 
 from . import admission, codec, console, errors, logs, metrics, runops, schedules
-from .auth import TokenFile
-from .deps import CallerDep, Identity, Namespace, State, StateDep
+from .auth import Authenticator, TokenFile
+from .bodies import BodyGuard
+from .deps import CallerDep, Namespace, State, StateDep
 from .settings import ApiSettings
+from .throttle import FailureThrottle
 
 log = logging.getLogger("agentrun.api")
 
@@ -106,8 +109,9 @@ async def _read_run(state: State, ns: str, name: str) -> dict[str, Any]:
 
 
 @runs.get("", response_model=list[RunSummary])
-async def list_runs(state: StateDep, who: Identity, namespace: Namespace = "default",
+async def list_runs(state: StateDep, who: CallerDep, namespace: Namespace = "default",
                     phase: str | None = None, gate: str | None = None) -> list[RunSummary]:
+    await state.allow(who, "list", AGENTRUNS, namespace)
     items = cast(dict[str, Any], await state.kube.call(
         state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
         action=f"list AgentRuns in {namespace}"))
@@ -120,12 +124,13 @@ async def list_runs(state: StateDep, who: Identity, namespace: Namespace = "defa
 
 
 @runs.get("/{name}")
-async def get_run(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> dict[str, Any]:
+async def get_run(name: str, state: StateDep, who: CallerDep, namespace: Namespace = "default") -> dict[str, Any]:
+    await state.allow(who, "get", AGENTRUNS, namespace, name=name)
     return await _read_run(state, namespace, name)
 
 
 @runs.post("", status_code=201)
-async def create_run(body: CreateRun, state: StateDep, who: Identity,
+async def create_run(body: CreateRun, state: StateDep, who: CallerDep,
                      namespace: Namespace = "default") -> dict[str, Any]:
     spec: dict[str, Any] = {"task": body.task, "agentId": body.agentId}
     if body.sessionKey:
@@ -141,8 +146,8 @@ async def create_run(body: CreateRun, state: StateDep, who: Identity,
 
 
 @runs.delete("/{name}", status_code=204)
-async def delete_run(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> Response:
-    await runops.delete_run(state, namespace, name)
+async def delete_run(name: str, state: StateDep, who: CallerDep, namespace: Namespace = "default") -> Response:
+    await runops.delete_run(state, who, namespace, name)
     return Response(status_code=204)
 
 
@@ -151,7 +156,8 @@ async def delete_run(name: str, state: StateDep, who: Identity, namespace: Names
                "schema": VerdictBody.model_json_schema()}}}},
            responses={400: {"description": "not a verdict (bad JSON, unknown action, missing response)"},
                       401: {"description": "missing or invalid token"},
-                      403: {"description": "the run's policy does not let this identity decide (gatePolicy)"},
+                      403: {"description": "RBAC does not let this identity approve the run, or the run's policy "
+                                           "does not let it decide (gatePolicy)"},
                       404: {"description": "no such run"},
                       409: {"description": "no gate can take a verdict (none, not waiting yet, decided, or run finished)"}})
 async def gate_verdict(name: str, request: Request, state: StateDep, caller: CallerDep,
@@ -193,16 +199,22 @@ async def readyz(state: StateDep) -> PlainTextResponse:
 
 def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
                temporal: Client | None = None) -> FastAPI:
-    if not settings.insecure and not TokenFile(Path(settings.token_file) if settings.token_file else None).tokens():
-        raise SystemExit("refusing to start without API tokens: set AGENTRUN_TOKEN_FILE (lines of 'token identity') "
-                         "or pass --insecure explicitly")
+    # Made now, not in the lifespan: the console's sign-in needs it even before (its TokenReview comes with the
+    # lifespan's Kubernetes client).
+    auth = Authenticator(TokenFile(Path(settings.token_file) if settings.token_file else None), reviews=None,
+                         throttle=FailureThrottle(burst=settings.failed_auth_burst,
+                                                  refill_seconds=settings.failed_auth_refill_seconds))
+    if not settings.insecure and not auth.tokens.tokens() and not settings.token_review:
+        raise SystemExit("refusing to start without API tokens: set AGENTRUN_TOKEN_FILE (lines of 'token identity'), "
+                         "leave AGENTRUN_TOKEN_REVIEW on (Kubernetes tokens), or pass --insecure explicitly")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         t = temporal
         if t is None:
             t = await settings.temporal.connect()
-        state = app.state.agentrun = State(settings, kube or settings.kube.api_client(user_agent=user_agent("api")), t)
+        state = app.state.agentrun = State(settings, kube or settings.kube.api_client(user_agent=user_agent("api")), t,
+                                           auth)
         await state.runwatch.start()
         state.definitions.start()
         await state.metrics.start()
@@ -213,9 +225,15 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
             state.definitions.stop()
             await state.runwatch.stop()
 
-    app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan,
+    # /docs is the console's page (Swagger UI vendored, under the console's Content-Security-Policy: api/console); no
+    # /redoc (FastAPI's pages load unpinned scripts from a CDN on this origin).
+    app = FastAPI(title="agentrun", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="AgentRuns on Temporal: runs, response-gate verdicts, probes.")
 
+    # Every body is read and checked once, before any route parses it (api/bodies.py); inside the metrics' middleware,
+    # so its refusals are counted too.
+    app.add_middleware(BodyGuard)
+    app.state.auth = auth
     metrics.install(app)
 
     @app.exception_handler(RequestValidationError)

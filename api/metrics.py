@@ -123,6 +123,12 @@ class ApiMetrics:
                                          registry=r)
         self.refused = Counter("agentrun_verdicts_refused", "Verdicts refused before they reached a workflow (at "
                                "admission or by the API), by where and the rule.", ["via", "rule"], registry=r)
+        self.auth_failures = Counter("agentrun_api_auth_failures", "Credentials refused, by where they were presented "
+                                     "(bearer, console, codec) and why (missing, invalid, throttled: too many failed "
+                                     "attempts from the client or with the token's prefix).", ["via", "reason"],
+                                     registry=r)
+        self.access_denied = Counter("agentrun_api_access_denied", "Calls RBAC refused (403), by verb and resource "
+                                     "(a SubjectAccessReview for the caller).", ["verb", "resource"], registry=r)
         r.register(_RunGauges(watch))
         # What the API's code counts by key: verdicts by outcome, refusals by "<via> <rule>".
         self.verdicts_by_outcome = Counts(self._verdicts_taken)

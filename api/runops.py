@@ -1,6 +1,7 @@
 """What the JSON API (api/main.py) and the console (api/console/) both do to runs: read, create, delete, and
-decide a gate. One code path each, so a verdict from the console passes the same `gatePolicy` check, is refused
-the same way and records the same identity as one sent to `POST /api/v1/runs/{name}/gate-verdict`.
+decide a gate. One code path each, so a verdict from the console passes the same RBAC and `gatePolicy` checks, is
+refused the same way and records the same identity as one sent to `POST /api/v1/runs/{name}/gate-verdict`; a run is
+created or deleted only when RBAC lets the caller (api/access.py).
 
 Failures are HTTPExceptions with the JSON API's statuses and messages; the console shows their detail as text.
 """
@@ -22,6 +23,7 @@ from workflows.agent_run import AgentRunWorkflow
 from workflows.gate import FINISHED
 
 from . import admission
+from .access import APPROVE
 from .auth import Caller
 from .authority import Unreadable, gate_authority, record_refusal
 from .deps import State
@@ -48,8 +50,11 @@ async def current_run(state: State, ns: str, name: str, *, started: bool = False
     return cast(dict[str, Any], run)
 
 
-async def create_run(state: State, who: str, namespace: str, *, agent_ref: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """A new AgentRun of `agent_ref` (which must exist) with `spec` (agentRef added), stamped with `who`."""
+async def create_run(state: State, caller: Caller, namespace: str, *, agent_ref: str,
+                     spec: dict[str, Any]) -> dict[str, Any]:
+    """A new AgentRun of `agent_ref` (which must exist) with `spec` (agentRef added), stamped with the caller."""
+    await state.allow(caller, "create", AGENTRUNS, namespace)
+    who = caller.identity
     try:
         await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
                               agent_ref, action=f"read Agent {namespace}/{agent_ref}")
@@ -67,7 +72,8 @@ async def create_run(state: State, who: str, namespace: str, *, agent_ref: str, 
         action=f"create AgentRun in {namespace}"))
 
 
-async def delete_run(state: State, namespace: str, name: str) -> None:
+async def delete_run(state: State, caller: Caller, namespace: str, name: str) -> None:
+    await state.allow(caller, "delete", AGENTRUNS, namespace, name=name)
     try:
         await state.kube.call(state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
                               name, action=f"delete AgentRun {namespace}/{name}")
@@ -89,8 +95,10 @@ def check_verdict(action: Any, response: Any, reason: Any) -> None:
 
 async def decide(state: State, caller: Caller, namespace: str, name: str, *, action: str, response: str,
                  reason: str) -> GateView:
-    """The verdict of `caller` on the run's gate, after its `gatePolicy` allows it, as a Temporal Update."""
+    """The verdict of `caller` on the run's gate, after RBAC (`approve agentruns`) and then its `gatePolicy` allow
+    it, as a Temporal Update."""
     check_verdict(action, response, reason)
+    await state.allow(caller, APPROVE, AGENTRUNS, namespace, name=name)
     # The run as the API's watch last saw it: what the decision needs of it (its Agent, creator stamp and workflow ID)
     # does not change once the workflow has started; a run the watch lacks or has not seen started is read.
     run = await current_run(state, namespace, name, started=True)
@@ -112,6 +120,8 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     if not wid or state.temporal is None:
         raise HTTPException(status_code=409, detail="the run has not started yet; retry in a moment")
     verdict = Verdict(action=action, response=response, reason=reason, decided_by=who, source="api")
+    if state.signer is not None:  # the proof that the API, not anyone who can write to Temporal, decided (SPEC §4)
+        state.signer.sign(verdict, target=wid)
     handle = state.temporal.get_workflow_handle(wid)
     try:
         with state.metrics.verdict_seconds.time():

@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from models.base import FieldProblem, parse
 from models.kube import Conflict, NotFound
-from models.names import AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, SCHEDULES, VERSION
+from models.names import AGENTRUNS, AGENTS, ANNOTATION_CREATED_BY, API_VERSION, GROUP, SCHEDULES, VERSION
 from models.schedule import (
     ScheduleRef,
     ScheduleSpec,
@@ -41,7 +41,8 @@ from models.schedule import (
 )
 from models.timestamps import rfc3339_exact
 
-from .deps import Identity, Namespace, State, StateDep
+from .auth import Caller
+from .deps import CallerDep, Namespace, State, StateDep
 
 MAX_BACKFILL_TICKS = 1000
 MAX_BACKFILL_SPAN = timedelta(days=366)
@@ -215,6 +216,12 @@ async def _patch(state: State, ns: str, name: str, body: dict[str, Any]) -> dict
         raise _not_found(ns, name) from e
 
 
+async def _may_tick(state: State, who: Caller, namespace: str, name: str) -> None:
+    """A tick now (trigger, backfill) acts on the schedule and creates runs: RBAC must allow both."""
+    await state.allow(who, "patch", SCHEDULES, namespace, name=name)
+    await state.allow(who, "create", AGENTRUNS, namespace)
+
+
 def _temporal(state: State) -> Client:
     if state.temporal is None:
         raise HTTPException(status_code=503, detail="temporal is not connected")
@@ -249,27 +256,30 @@ def _temporal_error(e: RPCError, name: str) -> HTTPException:
 
 
 @router.get("", response_model=list[ScheduleSummary])
-async def list_schedules(state: StateDep, who: Identity, namespace: Namespace = "default") -> list[ScheduleSummary]:
+async def list_schedules(state: StateDep, who: CallerDep, namespace: Namespace = "default") -> list[ScheduleSummary]:
+    await state.allow(who, "list", SCHEDULES, namespace)
     items = await _kube(state, state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES,
                         action=f"list SympoziumSchedules in {namespace}")
     return sorted((_summary(o) for o in items.get("items", [])), key=lambda s: s.name)
 
 
 @router.get("/{name}", responses={404: {"description": "no such schedule"}})
-async def get_schedule(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> dict[str, Any]:
+async def get_schedule(name: str, state: StateDep, who: CallerDep, namespace: Namespace = "default") -> dict[str, Any]:
+    await state.allow(who, "get", SCHEDULES, namespace, name=name)
     return await _read(state, namespace, name)
 
 
 @router.post("", status_code=201, responses={
     404: {"description": "the Agent does not exist"}, 409: {"description": "a schedule of that name exists"},
     422: {"description": "invalid body: unknown field, bad cron, time zone or catchupWindow (named in loc)"}})
-async def create_schedule(body: CreateSchedule, state: StateDep, who: Identity,
+async def create_schedule(body: CreateSchedule, state: StateDep, who: CallerDep,
                           namespace: Namespace = "default") -> dict[str, Any]:
+    await state.allow(who, "create", SCHEDULES, namespace)
     spec = body.model_dump(exclude={"name"}, exclude_none=True)
     _validate(spec)
     await _require_agent(state, namespace, body.agentRef)
     obj = {"apiVersion": API_VERSION, "kind": "SympoziumSchedule",
-           "metadata": {"name": body.name, "annotations": {ANNOTATION_CREATED_BY: who}}, "spec": spec}
+           "metadata": {"name": body.name, "annotations": {ANNOTATION_CREATED_BY: who.identity}}, "spec": spec}
     try:
         return await _kube(state, state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES,
                            obj, action=f"create SympoziumSchedule {namespace}/{body.name}")
@@ -281,8 +291,9 @@ async def create_schedule(body: CreateSchedule, state: StateDep, who: Identity,
 @router.patch("/{name}", responses={
     404: {"description": "no such schedule, or the new Agent does not exist"},
     422: {"description": "invalid change; the merged spec is checked as on create"}})
-async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, who: Identity,
+async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, who: CallerDep,
                           namespace: Namespace = "default") -> dict[str, Any]:
+    await state.allow(who, "patch", SCHEDULES, namespace, name=name)
     given = changes.model_dump(exclude_unset=True)
     for key in REQUIRED:
         if key in given and given[key] is None:
@@ -310,8 +321,9 @@ async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, 
 
 
 @router.delete("/{name}", status_code=204, responses={404: {"description": "no such schedule"}})
-async def delete_schedule(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> Response:
+async def delete_schedule(name: str, state: StateDep, who: CallerDep, namespace: Namespace = "default") -> Response:
     # The bridge's finalizer deletes the Temporal Schedule; the runs are owned by the object and go with it.
+    await state.allow(who, "delete", SCHEDULES, namespace, name=name)
     try:
         await _kube(state, state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES, name,
                     action=f"delete SympoziumSchedule {namespace}/{name}")
@@ -321,25 +333,28 @@ async def delete_schedule(name: str, state: StateDep, who: Identity, namespace: 
 
 
 @router.post("/{name}/pause", responses={404: {"description": "no such schedule"}})
-async def pause_schedule(name: str, state: StateDep, who: Identity, namespace: Namespace = "default") -> dict[str, Any]:
+async def pause_schedule(name: str, state: StateDep, who: CallerDep, namespace: Namespace = "default") -> dict[str, Any]:
     """Sets `spec.suspend: true`; the bridge pauses the Temporal Schedule and writes `phase: Suspended`."""
+    await state.allow(who, "patch", SCHEDULES, namespace, name=name)
     return await _patch(state, namespace, name, {"spec": {"suspend": True}})
 
 
 @router.post("/{name}/resume", responses={404: {"description": "no such schedule"}})
-async def resume_schedule(name: str, state: StateDep, who: Identity,
+async def resume_schedule(name: str, state: StateDep, who: CallerDep,
                           namespace: Namespace = "default") -> dict[str, Any]:
     """Sets `spec.suspend: false`; the bridge unpauses the Temporal Schedule and writes `phase: Active`."""
+    await state.allow(who, "patch", SCHEDULES, namespace, name=name)
     return await _patch(state, namespace, name, {"spec": {"suspend": False}})
 
 
 @router.post("/{name}/trigger", status_code=202, response_model=Triggered, responses={
     404: {"description": "no such schedule"},
     409: {"description": "the schedule is in phase Error, being deleted, or not mirrored into Temporal yet"}})
-async def trigger_schedule(name: str, state: StateDep, who: Identity,
+async def trigger_schedule(name: str, state: StateDep, who: CallerDep,
                            namespace: Namespace = "default") -> Triggered:
     """One tick now, as if the schedule had fired (its concurrencyPolicy applies: Forbid skips it while
     a run of the schedule is active). Works on a suspended schedule too."""
+    await _may_tick(state, who, namespace, name)
     obj = await _read(state, namespace, name)
     sid = _mirrored(obj)
     try:
@@ -354,9 +369,10 @@ async def trigger_schedule(name: str, state: StateDep, who: Identity,
     404: {"description": "no such schedule"},
     409: {"description": "the schedule is in phase Error, being deleted, or not mirrored into Temporal yet"},
     422: {"description": "not a past range [start, end) of at most 366 days and 1000 ticks"}})
-async def backfill_schedule(name: str, state: StateDep, who: Identity, window: Annotated[BackfillRange, Body()],
+async def backfill_schedule(name: str, state: StateDep, who: CallerDep, window: Annotated[BackfillRange, Body()],
                             namespace: Namespace = "default") -> Backfilled:
     """Runs every tick of the schedule in `[start, end)`, also on a suspended schedule."""
+    await _may_tick(state, who, namespace, name)
     start, end = _check_range(window)
     obj = await _read(state, namespace, name)
     sid = _mirrored(obj)

@@ -52,14 +52,24 @@ class OnlyPaths:
 GRACEFUL_SHUTDOWN_SECONDS = 3
 
 
+def proxies(settings: ApiSettings) -> dict[str, Any]:
+    """X-Forwarded-For is believed only from the proxies named (failed credentials are throttled per client address:
+    from anyone else it would let a client pick a fresh address per attempt). uvicorn's own default believes
+    127.0.0.1, which on a shared host is anyone."""
+    if not settings.forwarded_allow_ips:
+        return {"proxy_headers": False}
+    return {"proxy_headers": True, "forwarded_allow_ips": settings.forwarded_allow_ips}
+
+
 def servers(settings: ApiSettings, *, host: str, port: int) -> list[uvicorn.Server]:
     app = create_app(settings)
     tls: dict[str, Any] = {"ssl_certfile": settings.tls_cert_file or None, "ssl_keyfile": settings.tls_key_file or None}
     if not settings.webhook_port:
         return [uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                              timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, **tls))]
+                                              timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, **tls,
+                                              **proxies(settings)))]
     api = uvicorn.Config(OnlyPaths(app, deny=(ADMISSION,)), host=host, port=port, log_level="warning",
-                         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+                         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, **proxies(settings))
     # The app's lifespan (clients to Kubernetes and Temporal) runs once, on the API's listener; the webhook's
     # listener serves the same app object and so the same state.
     if settings.webhook_client_ca_file:

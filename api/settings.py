@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from models.settings import DEFAULT_AGENT_IMAGE, KubeSettings, TemporalSettings
@@ -24,8 +24,21 @@ class ApiSettings(BaseSettings):
     port: int = 8080
     # A file mapping bearer tokens to identities: one "token identity" pair per line (# comments).
     token_file: str = ""
+    # Bearer tokens not in the token file are asked of the Kubernetes API server (a TokenReview), so the identities a
+    # cluster gives (ServiceAccount tokens, OIDC tokens it accepts) are callers too; the API's own account then needs
+    # `create tokenreviews`. Audiences to ask for (empty: the API server's own).
+    token_review: bool = True
+    token_review_audiences: list[str] = []
+    # Failed credentials per client and per token prefix (api/throttle.py): this many at once, then one per this many
+    # seconds (a 429 with Retry-After meanwhile).
+    failed_auth_burst: int = Field(10, ge=1)
+    failed_auth_refill_seconds: float = Field(6.0, gt=0)
     # Serving without any token must be asked for explicitly.
     insecure: bool = False
+    # Addresses of reverse proxies (an Ingress controller) whose X-Forwarded-For names the client, comma-separated or
+    # "*" (uvicorn's forwarded_allow_ips): failed credentials are throttled per client, and behind a proxy every
+    # client would otherwise be the proxy. Empty: the peer's address is the client's.
+    forwarded_allow_ips: str = ""
     # Serve HTTPS with this certificate and key (PEM files), as the kube-apiserver requires to call
     # the admission webhook; both or neither.
     tls_cert_file: str = ""

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from kubernetes import client
+from kubernetes import client, config
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -69,6 +69,7 @@ from bench.runs import (
     _requests_line,
     print_figures,
 )
+from cli.roles import bind, ensure_roles, user
 from cli.stack import stop_process
 from worker.settings import KubeSettings, WorkerSettings
 
@@ -224,6 +225,10 @@ class Api:
         assert stack.temporal is not None
         tokens = stack.state / "api-tokens"
         tokens.write_text(f"{TOKEN} {IDENTITY}\n")
+        # The approver may approve (RBAC, api/access.py): one review per run, kept for seconds.
+        with config.new_client_from_config(str(stack.kubeconfig)) as kube:
+            ensure_roles(kube)
+            bind(kube, "bench", [user(IDENTITY)])
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]

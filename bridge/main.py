@@ -116,6 +116,9 @@ class Bridge:
         self.skill_packs = SkillPackSync(self.kube)
         self.models = ModelStatusSync(self.kube)
         self.webhook = WebhookCheck(self.kube, settings.verdict_webhook)
+        # Signs the verdicts it forwards (models/signing.py): the proof that the bridge, not anyone who can write to
+        # Temporal, says who wrote the annotation.
+        self.signer = settings.temporal.signer()
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
                                      identity=self.identity, lease_seconds=settings.lease_seconds,
                                      renew_seconds=settings.lease_renew_seconds)
@@ -257,6 +260,8 @@ class Bridge:
         verdict.decided_by = by if by and await self.webhook.covers(ref.namespace) else UNVERIFIED
         # The version it was seen in: the workflow refuses a verdict written before its gate started.
         verdict.resource_version = meta.get("resourceVersion")
+        if self.signer is not None:
+            self.signer.sign(verdict, target=wid)
         await self.temporal.get_workflow_handle(wid).signal(AgentRunWorkflow.verdict, verdict)
         log.info("forwarded gate verdict %s for %s", verdict.action, wid)
 

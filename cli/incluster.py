@@ -14,6 +14,7 @@ map, so what runs in the pods is the code in front of you.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import sys
 import time
@@ -23,6 +24,7 @@ from typing import Any
 
 from kubernetes import client, config
 
+from models.kube import Conflict, typed_errors
 from worker.settings import DEFAULT_AGENT_IMAGE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +46,29 @@ def image_map() -> dict[str, list[str]]:
             DEFAULT_AGENT_IMAGE: agent}
 
 
-def chart_values(*, temporal_address: str, nats_url: str, fallback_poll_seconds: int) -> dict[str, Any]:
+NATS_SECRET = "agentrun-nats"
+
+
+def ensure_nats_secret(kubeconfig: Path, token: str) -> None:
+    """The host NATS's token, for the chart's worker (nats.auth), in the release's namespace (made if missing)."""
+    api = kube_client(kubeconfig)
+    core: Any = client.CoreV1Api(api)
+    try:
+        with contextlib.suppress(Conflict), typed_errors(f"create namespace {NAMESPACE}"):
+            core.create_namespace({"metadata": {"name": NAMESPACE}})
+        body = {"metadata": {"name": NATS_SECRET}, "stringData": {"token": token}}
+        try:
+            with typed_errors(f"create Secret {NATS_SECRET}"):
+                core.create_namespaced_secret(NAMESPACE, body)
+        except Conflict:
+            with typed_errors(f"replace Secret {NATS_SECRET}"):
+                core.replace_namespaced_secret(NATS_SECRET, NAMESPACE, body)
+    finally:
+        api.close()
+
+
+def chart_values(*, temporal_address: str, nats_url: str, fallback_poll_seconds: int,
+                 nats_secret: str = "") -> dict[str, Any]:
     """Values for localkube: the images above, the host's Temporal and NATS, and pods bound to their own IPs.
 
     localkube's pods share the host's network namespace, so two replicas binding 0.0.0.0 on one port would
@@ -53,7 +77,7 @@ def chart_values(*, temporal_address: str, nats_url: str, fallback_poll_seconds:
         "image": {"repository": "agentrun", "tag": image_tag(), "pullPolicy": "IfNotPresent"},
         "agentImage": {"repository": "agentrun-agent", "tag": image_tag()},
         "temporal": {"address": temporal_address, "namespace": "default", "taskQueue": "agentrun"},
-        "nats": {"url": nats_url},
+        "nats": {"url": nats_url, "auth": {"existingSecret": nats_secret, "type": "token"}},
         "listenOnPodIP": True,
         # Sympozium's k8s-ops example counts the nodes through its sidecar's clusterRBAC: the worker may grant that.
         "worker": {"grantableClusterRules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
@@ -132,5 +156,5 @@ def kube_client(kubeconfig: Path) -> client.ApiClient:
     return config.new_client_from_config(str(kubeconfig))
 
 
-__all__ = ["CHART", "NAMESPACE", "RELEASE", "api_endpoint", "chart_values", "image_map",
-           "install_chart", "kube_client", "wait_available"]
+__all__ = ["CHART", "NAMESPACE", "NATS_SECRET", "RELEASE", "api_endpoint", "chart_values", "ensure_nats_secret",
+           "image_map", "install_chart", "kube_client", "wait_available"]

@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from models.search_attributes import SEARCH_ATTRIBUTES
 
@@ -30,6 +31,20 @@ TEMPORAL_TUNING = [
     "--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
     "--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
 ]
+
+
+def private_log(path: Path) -> IO[bytes]:
+    """A log a process writes to, appended, readable by its owner only (logs can quote tasks, tokens' owners...)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def private_dir(path: Path) -> Path:
+    """A directory only its owner may enter (created if missing, tightened if not)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.chmod(0o700)
+    return path
 
 
 def free_port() -> int:
@@ -106,7 +121,7 @@ class TemporalDevServer:
                 args += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for name, kind in SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             args += ["--search-attribute", f"{name}={kind}"]
-        log = (self.state_dir / "temporal.log").open("ab")
+        log = private_log(self.state_dir / "temporal.log")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         wait_port(self.port, timeout=timeout, proc=self.proc, what="temporal dev server")
@@ -137,8 +152,12 @@ class TemporalDevServer:
 
 @dataclass
 class NatsServer:
+    """nats-server with JetStream on 127.0.0.1. With `token`, clients must present it (the configuration file that
+    holds it is 0600: a token on the command line would be in every user's `ps`)."""
+
     state_dir: Path
     port: int = 0
+    token: str = ""
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @staticmethod
@@ -156,9 +175,15 @@ class NatsServer:
         store = self.state_dir / "nats"
         store.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
-        log = (self.state_dir / "nats.log").open("ab")
-        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(store)],
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log = private_log(self.state_dir / "nats.log")
+        args = [binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(store)]
+        if self.token:
+            conf = self.state_dir / "nats.conf"
+            fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"authorization {{\n  token: {json.dumps(self.token)}\n}}\n")
+            args += ["-c", str(conf)]
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_port(self.port, timeout=timeout, proc=self.proc, what="nats-server")
         return self
 
@@ -186,7 +211,7 @@ class LocalKubeProcess:
                 "--port", str(self.port), *self.extra_args]
         if self.persist:
             args.append("--persist")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=(self.state_dir / "stderr.log").open("ab"),
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=private_log(self.state_dir / "stderr.log"),
                                      start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout

@@ -24,14 +24,24 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-from localkube.certs import ensure_tls
+from api.auth import parse_tokens
+from localkube.certs import ensure_client_tls, ensure_tls
 from localkube.server import ADMIN
-from models.codec import ensure_key_file
+from models.codec import SIGNING_KEYS_HEADER, ensure_key_file
 from models.crds import all_crds
 from models.kube import Conflict, typed_errors
 
-from . import incluster, webhooks
-from .stack import LocalKubeProcess, NatsServer, TemporalDevServer, free_port, stop_process, wait_port
+from . import incluster, roles, webhooks
+from .stack import (
+    LocalKubeProcess,
+    NatsServer,
+    TemporalDevServer,
+    free_port,
+    private_dir,
+    private_log,
+    stop_process,
+    wait_port,
+)
 
 DEFAULT_STATE_DIR = Path(os.environ.get("AGENTRUN_STATE_DIR", str(Path.home() / ".agentrun")))
 
@@ -58,8 +68,38 @@ def install_crds(kubeconfig: Path) -> None:
                 api.replace_custom_resource_definition(name, crd)  # type: ignore[arg-type]
 
 
+WEBHOOK_CLIENT_DIR = "webhook-client"
+WEBHOOK_CLIENT = "localkube-webhook-client"
+
+
+def webhook_client_config(state_dir: Path) -> Path:
+    """kube-apiserver's --admission-control-config-file for localkube: both webhook plug-ins present the stack's
+    client certificate to every webhook (the kubeconfig's user `*`)."""
+    client = ensure_client_tls(state_dir / WEBHOOK_CLIENT_DIR, WEBHOOK_CLIENT)
+    kubeconfig = state_dir / WEBHOOK_CLIENT_DIR / "kubeconfig"
+    write_private(kubeconfig, yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "users": [
+        {"name": "*", "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}]}))
+    config_file = state_dir / "admission-config.yaml"
+    plugin = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration",
+              "kubeConfigFile": str(kubeconfig)}
+    write_private(config_file, yaml.safe_dump({"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+                                               "plugins": [{"name": name, "configuration": plugin} for name in
+                                                           ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")]}))
+    return config_file
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace a file with `text`, readable by its owner only from the start (never a moment world-readable)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    tmp.replace(path)
+
+
 def _spawn(name: str, args: list[str], env: dict[str, str], state_dir: Path) -> subprocess.Popen[bytes]:
-    log = (state_dir / f"{name}.log").open("ab")
+    log = private_log(state_dir / f"{name}.log")
     return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -89,7 +129,9 @@ def describe(info: dict[str, Any], state_dir: Path, *, in_cluster: bool = False)
 
 def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_cluster: bool = False,
        announce: bool = True) -> int:
-    state_dir.mkdir(parents=True, exist_ok=True)
+    # The state directory is its user's alone: it holds the API token, the codec and signing keys, localkube's
+    # database (every Secret) and its pods' tokens and logs, Temporal's history. Tightened if it existed.
+    private_dir(state_dir)
     if running(state_dir):
         there = endpoints(state_dir)
         print(f"the stack in {state_dir} is already up")
@@ -98,9 +140,11 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
         # nothing to wait on.
         return 0 if detach else 1
     image_map = state_dir / "image-map.yaml"
-    image_map.write_text(yaml.safe_dump(incluster.image_map()))
-    # Every payload the stack's processes hand Temporal is encrypted with this key file's keys (made once, 0600).
+    write_private(image_map, yaml.safe_dump(incluster.image_map()))
+    # Every payload the stack's processes hand Temporal is encrypted with this key file's keys (made once, 0600), and
+    # the verdicts its API and bridge send are signed with this one's (models/signing.py; the codec never uses it).
     codec_keys = ensure_key_file(state_dir / "codec-keys")
+    signing_keys = ensure_key_file(state_dir / "signing-keys", header=SIGNING_KEYS_HEADER)
     # The API's port is chosen now so that the Temporal UI can start with the API's codec endpoint (the host
     # processes' API only: in-cluster, the API's address is its Service's, known after the install).
     api_port = 0 if in_cluster else free_port()
@@ -110,13 +154,21 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
     temporal = TemporalDevServer(state_dir / "temporal",
                                  ui_codec_endpoint=f"http://127.0.0.1:{front_port}/codec" if front_port else "").start()
     kube_args = ["--image-map", str(image_map), "--job-backoff-seconds", "1"]
+    if not in_cluster:
+        # localkube calls the API's admission webhooks with a client certificate of a CA of the stack's own, which
+        # the webhook listener requires: nothing else on the host may post AdmissionReviews to it.
+        kube_args += ["--admission-control-config-file", str(webhook_client_config(state_dir))]
     if in_cluster:
         # Every request with the user it authenticated as: shows that the control plane's pods use their own
         # ServiceAccounts (and what each of them did).
         kube_args += ["--audit-log", str(state_dir / "audit.log")]
     kube = LocalKubeProcess(state_dir / "localkube", persist=True, extra_args=kube_args).start()
     kubeconfig = _link_kubeconfig(state_dir, kube.kubeconfig)
-    nats = NatsServer(state_dir).start() if NatsServer.available() else None
+    # NATS takes only clients with the stack's token (0600; the worker reads it from the file).
+    nats_token = state_dir / "nats-token"
+    if not nats_token.exists():
+        write_private(nats_token, secrets.token_urlsafe(32) + "\n")
+    nats = NatsServer(state_dir, token=nats_token.read_text().strip()).start() if NatsServer.available() else None
     info: dict[str, Any] = {
         "temporal": temporal.address,
         "temporal_ui": temporal.ui_url,
@@ -126,13 +178,14 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
     }
     if nats is not None:
         info["nats"] = nats.url
+        info["nats_token"] = str(nats_token)
     pids: dict[str, int] = {}
     if nats is not None and nats.proc is not None:
         pids["nats"] = nats.proc.pid
     pids["localkube"] = kube.proc.pid if kube.proc else 0
     pids["temporal"] = temporal.proc.pid if temporal.proc else 0
     # Written before anything can fail, so `agentrun down` always finds what was started.
-    (state_dir / "pids.json").write_text(json.dumps(pids))
+    write_private(state_dir / "pids.json", json.dumps(pids))
     if in_cluster:
         _up_in_cluster(state_dir, kubeconfig, info, temporal=temporal, nats=nats,
                        fallback_poll_seconds=fallback_poll_seconds)
@@ -140,9 +193,8 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
     else:
         procs = _up_processes(state_dir, kubeconfig, info, pids, temporal=temporal, nats=nats,
                               fallback_poll_seconds=fallback_poll_seconds, api_port=api_port, codec_keys=codec_keys,
-                              front_port=front_port)
-    (state_dir / "endpoints.json").write_text(json.dumps(info, indent=2))
-    (state_dir / "endpoints.json").chmod(0o600)  # it holds the API's token
+                              signing_keys=signing_keys, front_port=front_port)
+    write_private(state_dir / "endpoints.json", json.dumps(info, indent=2))  # it holds the API token
     if announce:
         describe(info, state_dir, in_cluster=in_cluster)
     else:
@@ -161,7 +213,7 @@ def up(state_dir: Path, *, detach: bool, fallback_poll_seconds: int = 60, in_clu
 
 def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids: dict[str, int], *,
                   temporal: TemporalDevServer, nats: NatsServer | None, fallback_poll_seconds: int,
-                  api_port: int, codec_keys: Path, front_port: int) -> list[subprocess.Popen[bytes]]:
+                  api_port: int, codec_keys: Path, signing_keys: Path, front_port: int) -> list[subprocess.Popen[bytes]]:
     """The worker, the bridge and the API as host processes with the admin kubeconfig (the default).
 
     The API comes first, with its admission webhooks on a TLS listener of their own (a certificate for 127.0.0.1
@@ -171,24 +223,36 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
            "AGENTRUN_KUBE__KUBECONFIG": str(kubeconfig),
            "AGENTRUN_FALLBACK_POLL_SECONDS": str(fallback_poll_seconds), "PYTHONUNBUFFERED": "1",
-           "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(codec_keys)}
+           "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(codec_keys),
+           "AGENTRUN_TEMPORAL__SIGNING_KEYS_FILE": str(signing_keys)}
     if nats is not None:
         env["AGENTRUN_NATS__URL"] = nats.url
+        env["AGENTRUN_NATS__TOKEN_FILE"] = str(state_dir / "nats-token")
     token_file = state_dir / "api-tokens"
     if not token_file.exists():
-        token_file.write_text(f"# token identity\n{secrets.token_urlsafe(24)} {getpass.getuser()}\n")
-        token_file.chmod(0o600)
-    api_token = next(line.split()[0] for line in token_file.read_text().splitlines()
-                     if line.strip() and not line.startswith("#"))
+        write_private(token_file, f"# token identity\n{secrets.token_urlsafe(24)} {getpass.getuser()}\n")
+    token_file.chmod(0o600)  # (one made by an earlier version may not have been)
+    api_token, api_caller = next(iter(parse_tokens(token_file.read_text()).items()))
+    api_identity = api_caller.identity
+    # Every API call is authorised by RBAC (api/access.py): the stack's own token may read, create, delete and approve
+    # runs and edit schedules in every namespace, as the API's ClusterRoles bound cluster-wide.
+    kube_api = config.new_client_from_config(str(kubeconfig))
+    try:
+        roles.ensure_roles(kube_api)
+        roles.bind(kube_api, "agentrun-up", [roles.user(api_identity)])
+    finally:
+        kube_api.close()
     webhook_port = free_port()
     tls = ensure_tls(state_dir / "webhook-tls")
+    client_ca = ensure_client_tls(state_dir / WEBHOOK_CLIENT_DIR, WEBHOOK_CLIENT).ca_cert
     ui = f"http://127.0.0.1:{front_port}"  # what browsers open: the front of the dev server's UI
     # Every process here uses the admin kubeconfig, so the API's runs reach the webhook as localkube's admin: the
     # creator it stamps (its token's identity) is kept.
     api = _spawn("api", [sys.executable, "-m", "api"],
                  {**env, "AGENTRUN_TOKEN_FILE": str(token_file), "AGENTRUN_PORT": str(api_port),
                   "AGENTRUN_WEBHOOK_PORT": str(webhook_port), "AGENTRUN_TLS_CERT_FILE": str(tls.cert),
-                  "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name]),
+                  "AGENTRUN_TLS_KEY_FILE": str(tls.key), "AGENTRUN_WEBHOOK_CLIENT_CA_FILE": str(client_ca),
+                  "AGENTRUN_TRUSTED_CREATORS": json.dumps([ADMIN.name]),
                   # A UI opened by the host's other name calls the codec across origins (with credentials).
                   "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([ui, f"http://localhost:{front_port}"]),
                   # The console links each run to its workflow in this UI.
@@ -198,16 +262,17 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     info["codec"] = f"{info['api']}/codec"
     info["codec_login"] = f"{info['api']}/codec/login"
     info["codec_keys"] = str(codec_keys)
+    info["signing_keys"] = str(signing_keys)
     info["api_token"] = api_token
     info["webhook"] = f"https://127.0.0.1:{webhook_port}"
     pids["api"] = api.pid
-    (state_dir / "pids.json").write_text(json.dumps(pids))
+    write_private(state_dir / "pids.json", json.dumps(pids))
     wait_port(api_port, timeout=60, proc=api, what="the API")
     wait_port(webhook_port, timeout=60, proc=api, what="the API's admission webhooks")
     front = _spawn("ui", [sys.executable, "-m", "cli.uifront", "--port", str(front_port), "--ui", temporal.ui_url,
                           "--api", info["api"]], env, state_dir)
     pids["ui"] = front.pid
-    (state_dir / "pids.json").write_text(json.dumps(pids))
+    write_private(state_dir / "pids.json", json.dumps(pids))
     wait_port(front_port, timeout=60, proc=front, what="the Temporal UI's front")
     info["temporal_ui"] = ui
     kube_api = config.new_client_from_config(str(kubeconfig))
@@ -218,7 +283,7 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
     worker = _spawn("worker", [sys.executable, "-m", "worker"], env, state_dir)
     bridge = _spawn("bridge", [sys.executable, "-m", "bridge"], env, state_dir)
     pids.update({"bridge": bridge.pid, "worker": worker.pid})
-    (state_dir / "pids.json").write_text(json.dumps(pids))
+    write_private(state_dir / "pids.json", json.dumps(pids))
     _wait_healthy(state_dir, worker, bridge)
     return [worker, bridge, api, front]
 
@@ -226,8 +291,11 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
 def _up_in_cluster(state_dir: Path, kubeconfig: Path, info: dict[str, Any], *, temporal: TemporalDevServer,
                    nats: NatsServer | None, fallback_poll_seconds: int) -> None:
     """The control plane as pods of the Helm chart; Temporal, NATS and localkube stay host processes."""
+    if nats is not None and nats.token:
+        incluster.ensure_nats_secret(kubeconfig, nats.token)
     values = incluster.chart_values(temporal_address=temporal.address, nats_url=nats.url if nats else "",
-                                    fallback_poll_seconds=fallback_poll_seconds)
+                                    fallback_poll_seconds=fallback_poll_seconds,
+                                    nats_secret=incluster.NATS_SECRET if nats is not None and nats.token else "")
     release = incluster.install_chart(kubeconfig, values)
     # What `helm install` prints: the chart's NOTES, rendered with these values (what to do next on a cluster).
     notes = str(release.get("notes") or "").strip()

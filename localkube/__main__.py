@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="YAML mapping image name -> entrypoint argv, for containers without a command")
     serve.add_argument("--audit-log", type=Path,
                        help="append one JSON line per request (user, userAgent, method, path, code) to this file")
+    serve.add_argument("--admission-control-config-file", type=Path,
+                       help="an AdmissionConfiguration whose webhook plug-ins' kubeconfig gives the client certificates "
+                            "(or tokens) admission webhooks are called with, as kube-apiserver's flag")
     args = parser.parse_args(argv)
 
     state_dir: Path = args.state_dir.resolve()
@@ -47,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         image_map = {str(k): [str(x) for x in v] for k, v in loaded.items()}
     lk = LocalKube(Options(state_dir=state_dir, port=args.port, persist=args.persist, max_pods=args.max_pods,
                            job_backoff_seconds=args.job_backoff_seconds, image_map=image_map,
-                           audit_log=args.audit_log.resolve() if args.audit_log else None))
+                           audit_log=args.audit_log.resolve() if args.audit_log else None,
+                           admission_config=args.admission_control_config_file.resolve()
+                           if args.admission_control_config_file else None))
 
     async def run() -> None:
         loop = asyncio.get_running_loop()

@@ -170,6 +170,9 @@ class PVCController:
     def __init__(self, api: APIServer, volumes_dir: Path) -> None:
         self.api = api
         self.volumes_dir = volumes_dir
+        # Each volume is open to every user a pod may run as (0777); the directory that holds them is not.
+        volumes_dir.mkdir(parents=True, exist_ok=True)
+        volumes_dir.chmod(0o700)
         self.queue = WorkQueue("pvc", self._sync)
         api.store.add_listener(self._on_event)
 

@@ -166,6 +166,17 @@ def _read_all(fd: int) -> bytes:
 _BWRAP_FAILURE = re.compile(rb"^\S+ stdout F bwrap: (?:execvp (?P<cmd>.+): (?P<why>[^:]+)|(?P<other>.+))$")
 
 
+def _write_private(path: Path, data: bytes, *, append: bool = False) -> None:
+    """Write a file readable by its owner only (a token, a Secret's key, a kubeconfig, a log), whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        if data:
+            os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 def _start_error(log_path: Path) -> str | None:
     """The runtime's StartError message when bwrap failed before exec'ing the command, else None."""
     try:
@@ -277,6 +288,8 @@ class Kubelet(LogSource):
         self.pvcs = pvcs
         self.pods_dir = state_dir / "pods"
         self.pods_dir.mkdir(parents=True, exist_ok=True)
+        # Pods' ServiceAccount tokens, Secrets and logs are under it: the user running localkube's alone.
+        self.pods_dir.chmod(0o700)
         self.server_url = server_url
         self.ca_pem = ca_pem
         self.slots = asyncio.Semaphore(max_pods)
@@ -759,7 +772,7 @@ class Kubelet(LogSource):
         for rel, data in files.items():
             p = base / rel
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
+            _write_private(p, data)
         return base
 
     def _keys_from(self, ns: str, resource: str, src: Obj) -> dict[str, bytes]:
@@ -799,7 +812,7 @@ class Kubelet(LogSource):
                                                      "namespace": run.namespace}}],
             "current-context": "pod",
         }
-        (d / "kubeconfig").write_text(yaml.safe_dump(cfg))
+        _write_private(d / "kubeconfig", yaml.safe_dump(cfg).encode())
 
     # -- env -----------------------------------------------------------------------------------
 
@@ -1014,6 +1027,7 @@ class Kubelet(LogSource):
         logs = run.dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         cr = ContainerRun(cname, logs / f"{cname}-{restart_count}.log")
+        _write_private(cr.log_path, b"", append=True)  # a log may hold what a container printed of a Secret
         old = run.containers.get(cname)
         run.containers[cname] = cr
         if old is not None:

@@ -14,10 +14,12 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import uvicorn
 import yaml
 
+from .admission_config import WebhookCredentials
 from .apiserver import INTERNAL, APIServer
 from .certs import ensure_tls
 from .controllers import JobController, NamespaceController, PVCController
@@ -45,6 +47,8 @@ class Options:
     image_map: dict[str, list[str]] = field(default_factory=dict)
     # JSON lines, one per request: the user it authenticated as, its User-Agent, method, path, code.
     audit_log: Path | None = None
+    # kube-apiserver's --admission-control-config-file: the client certificates (or tokens) webhooks are called with.
+    admission_config: Path | None = None
 
 
 def write_kubeconfig(path: Path, server: str, token: str, ca_pem: str, *, namespace: str = "default") -> None:
@@ -60,8 +64,7 @@ def write_kubeconfig(path: Path, server: str, token: str, ca_pem: str, *, namesp
         "preferences": {},
     }
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    tmp.chmod(0o600)
+    write_private(tmp, yaml.safe_dump(cfg, sort_keys=False))
     tmp.replace(path)
 
 
@@ -83,10 +86,28 @@ def _node_info() -> dict[str, str]:
             "machineID": machine, "systemUUID": machine, "bootID": _read("/proc/sys/kernel/random/boot_id")}
 
 
+def write_private(path: Path, text: str) -> None:
+    """Replace a file's contents, readable by its owner only from the start (a token, a kubeconfig)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def private_log(path: Path) -> IO[str]:
+    """A text log appended to, line-buffered, readable by its owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "a", buffering=1)
+
+
 class LocalKube:
     def __init__(self, opts: Options) -> None:
         self.opts = opts
         opts.state_dir.mkdir(parents=True, exist_ok=True)
+        # Everything under it is private to the user running localkube: its database holds every Secret, the pods'
+        # directories their ServiceAccount tokens and logs, the volumes what the pods wrote.
+        opts.state_dir.chmod(0o700)
         self.ready = asyncio.Event()
         self.port = 0
         self._server: uvicorn.Server | None = None
@@ -111,6 +132,8 @@ class LocalKube:
         store = Store(window=opts.event_window, db_path=db)
         registry = Registry()
         api = APIServer(store, registry)
+        if opts.admission_config is not None:
+            api.webhooks.credentials = WebhookCredentials.load(opts.admission_config)
         auth = self._load_auth()
         # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto says
         # TCP, and without it every keep-alive response waits ~40 ms for a delayed ACK.
@@ -133,7 +156,8 @@ class LocalKube:
                           image_map=opts.image_map, hosts=hosts)
         app = App(api, auth, logs=kubelet, bookmark_interval=opts.bookmark_interval)
         app.host = f"127.0.0.1:{self.port}"
-        audit = opts.audit_log.open("a", buffering=1) if opts.audit_log is not None else None
+        # Every request's user and path: private, as the rest of the state.
+        audit = private_log(opts.audit_log) if opts.audit_log is not None else None
         app.audit = audit
         self.app = app
         self.api = api
@@ -185,8 +209,7 @@ class LocalKube:
         if self.opts.persist and token_file.exists():
             return Auth(admin_token=token_file.read_text().strip())
         auth = Auth()
-        token_file.write_text(auth.admin_token)
-        token_file.chmod(0o600)
+        write_private(token_file, auth.admin_token)
         return auth
 
     def _seed(self, api: APIServer) -> None:

@@ -515,6 +515,12 @@ def default_cluster_roles() -> list[dict[str, Any]]:
             _rule(["create"], ["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
             _rule(["create"], ["authentication.k8s.io"], ["selfsubjectreviews"]),
         ]),
+        # What a server that delegates authentication and authorization to the API server needs (kube-aggregator's
+        # and webhooks' role).
+        _cluster_role("system:auth-delegator", [
+            _rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+            _rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
+        ]),
         _cluster_role("admin", _admin_only_rules() + _edit_only_rules() + _view_rules()),
         _cluster_role(
             "edit",

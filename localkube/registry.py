@@ -136,6 +136,8 @@ def _builtin() -> list[ResourceType]:
                      namespaced=False, verbs=("create",), generation=False),
         ResourceType("authorization.k8s.io", "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview",
                      verbs=("create",), generation=False),
+        ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False,
+                     verbs=("create",), generation=False),
         ResourceType("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                      "ValidatingWebhookConfiguration", namespaced=False, categories=("api-extensions",)),
         ResourceType("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",

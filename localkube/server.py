@@ -768,6 +768,9 @@ class App:
         if rt.group == "authorization.k8s.io" and rt.kind in ("SubjectAccessReview", "LocalSubjectAccessReview"):
             await self._send_json(send, 201, self._subject_access_review(rt, ns, self._decode_body(req, kind=rt.kind)))
             return
+        if rt.kind == "TokenReview":
+            await self._send_json(send, 201, self._token_review(self._decode_body(req, kind=rt.kind)))
+            return
         if verb == "get":
             obj = self.api.get(rt, ns, route.name)
             await self._send_obj(send, req, rt, 200, obj)
@@ -1283,6 +1286,40 @@ class App:
         review["status"] = {"allowed": allowed, **({"reason": reason} if reason else {})}
         return review
 
+
+    def _token_review(self, body: Any) -> Obj:
+        """TokenReview: who a bearer token authenticates as (the admin's or a ServiceAccount's), as the TokenReview
+        REST storage answers it: `authenticated` false (with an error) for a token that is not, or no longer, valid;
+        `spec.audiences` (default: the API server's) must meet the token's."""
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request was not a JSON object")
+        spec = body.get("spec") or {}
+        token = spec.get("token") if isinstance(spec, dict) else None
+        if not isinstance(token, str) or not token:
+            raise invalid(f"TokenReview.{TOKEN_REQUEST_GROUP}", "", [("spec.token", "FieldValueRequired",
+                                                                      "Required value")])
+        wanted = tuple(str(a) for a in spec.get("audiences") or []) or API_AUDIENCES
+        user: UserInfo | None = None
+        audiences: tuple[str, ...] = API_AUDIENCES
+        if secrets.compare_digest(token, self.auth.admin_token):
+            user = ADMIN
+        elif (info := self.auth.tokens.get(token)) is not None:
+            user = self._token_user(info)
+            audiences = info.audiences or API_AUDIENCES  # a pod's token is the API server's
+        met = [a for a in wanted if a in audiences]
+        status: Obj
+        if user is None or not met:
+            status = {"authenticated": False, "user": {},
+                      "error": "[invalid bearer token, token lookup failed]" if user is None else
+                               "[invalid bearer token, token audiences is invalid for the target audiences]"}
+        else:
+            groups = list(user.groups)
+            if "system:authenticated" not in groups:
+                groups.append("system:authenticated")
+            status = {"authenticated": True, "audiences": met,
+                      "user": {"username": user.name, **({"uid": user.uid} if user.uid else {}), "groups": groups}}
+        return {"kind": "TokenReview", "apiVersion": f"{TOKEN_REQUEST_GROUP}/v1",
+                "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
 
     # -- TokenRequest --------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from . import patch as patchmod
+from .admission_config import Credentials, WebhookCredentials
 from .errors import StatusError, bad_request, not_found
 from .rbac import UserInfo
 from .registry import ResourceType
@@ -101,6 +102,7 @@ class Webhook:
     object_selector: LabelSelector
     mutating: bool = False
     _tls: ssl.SSLContext | str | None = field(default=None, repr=False)
+    _tls_credentials: Credentials | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -118,15 +120,23 @@ class Webhook:
     def timeout(self) -> int:
         return int(self.spec.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
 
-    def tls(self) -> ssl.SSLContext | str:
-        """The client TLS context trusting `caBundle` (the host's roots without one), or why there is none."""
-        if self._tls is None:
+    def tls(self, credentials: Credentials | None = None) -> ssl.SSLContext | str:
+        """The client TLS context trusting `caBundle` (the host's roots without one), presenting the client certificate
+        of `credentials` (the admission configuration's for this webhook's server), or why there is none."""
+        if self._tls is None or credentials != self._tls_credentials:
             bundle = (self.spec.get("clientConfig") or {}).get("caBundle") or ""
+            self._tls_credentials = credentials
             try:
                 pem = base64.b64decode(bundle).decode("utf-8", "replace") if bundle else None
                 self._tls = ssl.create_default_context(cadata=pem) if pem else ssl.create_default_context()
             except (ssl.SSLError, ValueError):
                 self._tls = "unable to load root certificates: unable to parse bytes as PEM block"
+                return self._tls
+            if credentials is not None:
+                try:
+                    credentials.load_into(self._tls)
+                except (ssl.SSLError, OSError) as e:
+                    self._tls = f"unable to load the client certificate of the admission configuration: {e}"
         return self._tls
 
 
@@ -161,6 +171,8 @@ class WebhookIndex:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._hooks: dict[tuple[str, str], list[Webhook]] = {}
+        # What to present to each webhook server (--admission-control-config-file; admission_config.py).
+        self.credentials = WebhookCredentials.none()
         self.configured = self._count() > 0
         store.add_listener(self._on_commit)
 
@@ -311,11 +323,15 @@ class WebhookIndex:
         uid = str(uuid.uuid4())
         review = {"kind": "AdmissionReview", "apiVersion": f"admission.k8s.io/{version}",
                   "request": review_request(req, uid)}
-        tls = hook.tls()
-        if isinstance(tls, str):
-            raise _CallError(f"could not get REST client: {tls}")
         cc = spec.get("clientConfig") or {}
         url = cc.get("url")
+        credentials = self.credentials.for_server(*_server_of(cc))
+        tls = hook.tls(credentials)
+        if isinstance(tls, str):
+            raise _CallError(f"could not get REST client: {tls}")
+        headers = {"Content-Type": "application/json", "Accept": "application/json, */*"}
+        if credentials is not None and credentials.token:
+            headers["Authorization"] = f"Bearer {credentials.token}"
         extensions: dict[str, Any] = {}
         # The deadline travels to the webhook as `?timeout=`, as client-go's request.Timeout sends it.
         if url is None:
@@ -339,9 +355,7 @@ class WebhookIndex:
                 # A client per call: no pooled connection outlives a webhook server that restarted.
                 async with httpx.AsyncClient(verify=tls, trust_env=False, timeout=None) as client:
                     resp = await client.post(f"{url}?timeout={hook.timeout}s", content=json.dumps(review).encode(),
-                                             headers={"Content-Type": "application/json",
-                                                      "Accept": "application/json, */*"},
-                                             extensions=extensions)
+                                             headers=headers, extensions=extensions)
         except TimeoutError as e:
             raise _CallError(f'failed to call webhook: Post "{target}": context deadline exceeded') from e
         except httpx.HTTPError as e:
@@ -353,6 +367,17 @@ class WebhookIndex:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise _CallError(f"failed to call webhook: couldn't get version/kind; json parse error: {e}") from e
         return _verify_response(body, uid, version, warnings, hook.mutating)
+
+
+def _server_of(client_config: Obj) -> tuple[str, int]:
+    """The webhook server's name and port, as the admission configuration's kubeconfig names servers: a URL's host,
+    or a Service's `<name>.<namespace>.svc`."""
+    url = client_config.get("url")
+    if url:
+        parts = urlsplit(str(url))
+        return parts.hostname or "", parts.port or 443
+    svc = client_config.get("service") or {}
+    return f"{svc.get('name')}.{svc.get('namespace')}.svc", int(svc.get("port") or 443)
 
 
 class _CallError(Exception):

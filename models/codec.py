@@ -11,10 +11,12 @@ key is rotated by adding the new one on top and removing the old one only once n
 Payloads without the encrypted encoding pass through `decode` unchanged: histories recorded before the codec (or
 written by a process without keys) still replay and read.
 
-Being able to encrypt is also what tells our processes from anyone else who can write to Temporal: the processes
-decode with `SealMarkingCodec`, which marks each payload that arrived encrypted, and `SealAwarePayloadConverter`
-tells a gate verdict whether it was (`Verdict.sealed`), so the workflow records a verdict that claims to come from
-our API or bridge but arrived plain as what it is: sent straight to Temporal (models/gate.py `marked`).
+Being able to encrypt once told our processes from anyone else who can write to Temporal: the processes decode with
+`SealMarkingCodec`, which marks each payload that arrived encrypted, and `SealAwarePayloadConverter` tells a gate
+verdict whether it was (`Verdict.sealed`). But the codec server encrypts for any API token, so that proof is
+forgeable; what proves a verdict our API's or bridge's now is their signature (models/signing.py), which the same
+converter verifies where the worker has signing keys (`Signed.signed`). The seal still decides for runs started
+before signatures and where no signing key is set (models/gate.py `marked`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import ClassVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -36,6 +39,7 @@ from temporalio.converter import PayloadCodec
 
 from .converter import PayloadConverter
 from .gate import Verdict
+from .signing import Signed, Signer
 
 ENCODING = b"binary/encrypted"
 METADATA_ENCODING = "encoding"
@@ -68,8 +72,9 @@ class CodecKeys:
             raise KeyFileError(f"{self.source or 'codec keys'}: the writing key {self.writing!r} is not among the keys")
 
 
-def parse_keys(text: str, *, source: str = "codec keys") -> CodecKeys:
-    """`<id> <base64 key>` lines (blank lines and `#` comments ignored); the first key writes."""
+def parse_keys(text: str, *, source: str = "codec keys", what: str = "AES-256") -> CodecKeys:
+    """`<id> <base64 key>` lines (blank lines and `#` comments ignored); the first key writes (or signs: the verdict
+    signing keys of models/signing.py have the same format, `what` names their use)."""
     keys: dict[str, bytes] = {}
     for n, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
@@ -88,7 +93,7 @@ def parse_keys(text: str, *, source: str = "codec keys") -> CodecKeys:
         except (binascii.Error, ValueError) as e:
             raise KeyFileError(f"{source}, line {n}: the key of {kid!r} is not base64 ({e})") from e
         if len(key) != KEY_BYTES:
-            raise KeyFileError(f"{source}, line {n}: the key of {kid!r} is {len(key)} bytes; AES-256 needs "
+            raise KeyFileError(f"{source}, line {n}: the key of {kid!r} is {len(key)} bytes; {what} needs "
                                f"{KEY_BYTES} (generate one with `agentrun codec new-key`)")
         keys[kid] = key
     if not keys:
@@ -96,7 +101,8 @@ def parse_keys(text: str, *, source: str = "codec keys") -> CodecKeys:
     return CodecKeys(writing=next(iter(keys)), keys=keys, source=source)
 
 
-def load_keys(path: str | Path, *, variable: str = "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE") -> CodecKeys:
+def load_keys(path: str | Path, *, variable: str = "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE",
+              what: str = "AES-256") -> CodecKeys:
     source = f"{variable}={path}"
     try:
         text = Path(path).read_text()
@@ -104,7 +110,7 @@ def load_keys(path: str | Path, *, variable: str = "AGENTRUN_TEMPORAL__CODEC_KEY
         raise KeyFileError(f"{source}: cannot read it ({e.strerror or e})") from e
     except UnicodeDecodeError as e:
         raise KeyFileError(f"{source}: not a text file ({e})") from e
-    return parse_keys(text, source=source)
+    return parse_keys(text, source=source, what=what)
 
 
 def new_key_line(key_id: str = "") -> str:
@@ -115,13 +121,17 @@ def new_key_line(key_id: str = "") -> str:
     return f"{kid} {base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
 
 
-def ensure_key_file(path: Path) -> Path:
+CODEC_KEYS_HEADER = "# codec keys: '<id> <base64 key>' per line; the first one encrypts, all of them decrypt"
+SIGNING_KEYS_HEADER = "# verdict signing keys: '<id> <base64 key>' per line; the first one signs, all of them verify"
+
+
+def ensure_key_file(path: Path, *, header: str = CODEC_KEYS_HEADER) -> Path:
     """A key file with one fresh key at `path` unless one is there (readable by its owner only)."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write("# codec keys: '<id> <base64 key>' per line; the first one encrypts, all of them decrypt\n")
+            f.write(header + "\n")
             f.write(new_key_line() + "\n")
     return path
 
@@ -184,11 +194,23 @@ class SealMarkingCodec(EncryptionCodec):
 
 
 class SealAwarePayloadConverter(PayloadConverter):
-    """Pydantic payloads; a gate verdict learns whether it arrived sealed (used with `SealMarkingCodec`)."""
+    """Pydantic payloads; a gate verdict learns whether it arrived sealed (used with `SealMarkingCodec`), and a signed
+    message whether our processes' signature on it is good (with a verifier: `aware_converter`)."""
+
+    marks_seals: ClassVar[bool] = True
+    verifier: ClassVar[Signer | None] = None
 
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[object]:
         values = super().from_payloads(payloads, type_hints)
         for payload, value in zip(payloads, values, strict=True):
-            if isinstance(value, Verdict):
+            if isinstance(value, Verdict) and self.marks_seals:
                 value.sealed = payload.metadata.get(METADATA_SEALED) == b"1"
+            if isinstance(value, Signed) and self.verifier is not None:
+                value.signed = self.verifier.verify(value)
         return values
+
+
+def aware_converter(*, seals: bool, verifier: Signer | None) -> type[SealAwarePayloadConverter]:
+    """The converter class for a process's settings (the SDK makes its converters from a class): marking seals
+    (with the codec), verifying signatures (with signing keys)."""
+    return type("AwarePayloadConverter", (SealAwarePayloadConverter,), {"marks_seals": seals, "verifier": verifier})

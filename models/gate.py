@@ -9,9 +9,11 @@ Temporal Update/Signal sent directly — and the first one wins. A `retry` verdi
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError
+
+from .signing import Signed
 
 VERDICT_ANNOTATION = "sympozium.ai/gate-verdict"
 # Who wrote the verdict annotation, stamped by the admission webhook (which refuses it from anyone else).
@@ -34,7 +36,12 @@ ATTEMPTS_KEPT = 10
 ATTEMPT_REASON_MAX_BYTES = 1024
 
 
-class Verdict(BaseModel):
+class Verdict(Signed):
+    """A gate's verdict. Our API and bridge sign theirs (models/signing.py): one that claims them as its source
+    without a good signature for this run is recorded as sent straight to Temporal (`marked`)."""
+
+    SIGNED_AS: ClassVar[str] = "gate-verdict"
+
     action: Action
     response: str = ""
     reason: str = ""
@@ -82,15 +89,20 @@ def parse_annotation(text: str | None) -> Verdict | None:
         return None
 
 
-def marked(verdict: Verdict) -> Verdict:
+def marked(verdict: Verdict, *, signatures: bool = False) -> Verdict:
     """A verdict sent straight to Temporal (its UI or CLI, not our API or bridge) names whoever it claims to be;
     it is recorded as such: `temporal:<claim>`, `temporal:unknown` without one.
 
-    So is one that claims to come from our API or bridge (`source` api or annotation) but arrived unencrypted
-    while the installation has a codec key (`sealed` False): only our processes hold the key, so it was sent
-    straight to Temporal by whoever can write there, and the identity it names is a claim. Its `source` stays
-    as sent (the gate's rules for annotation verdicts read it)."""
-    forged = verdict.sealed is False and verdict.source != "temporal"
+    So is one that claims to come from our API or bridge (`source` api or annotation) but does not prove it, and the
+    identity it names is a claim; its `source` stays as sent (the gate's rules for annotation verdicts read it). The
+    proof is our processes' signature (`signatures`: runs since the workflow's SIGNED_VERDICTS_PATCH; `signed`, which
+    the workflow has checked against itself, False) wherever the worker has signing keys. Without them, and for runs
+    started before, it is the payload's encryption (`sealed` False: it arrived plain while the installation has a
+    codec key), which anyone with an API token could forge through the codec server's /codec/encode."""
+    if signatures and verdict.signed is not None:
+        forged = verdict.signed is False and verdict.source != "temporal"
+    else:
+        forged = verdict.sealed is False and verdict.source != "temporal"
     if (verdict.source != "temporal" and not forged) or verdict.decided_by.startswith("temporal:"):
         return verdict
     claim = verdict.decided_by if verdict.decided_by not in ("", "temporal") else "unknown"

@@ -147,14 +147,25 @@ class GatePolicy(K8sModel):
     `approvers` entries are user names (`alice`, `system:serviceaccount:ns:sa`, an API token's identity) or
     `group:<name>`; empty means no list (anyone the other rules let through). With `requireDistinctApprover`
     the identity that created the run may never decide it.
+
+    Users and groups are matched as what they are: a `group:` entry names a group and only a member of it matches
+    (a user literally named "group:reviewers" is no member), and any other entry names a user, never a group.
     """
 
     approvers: list[str] = Field(default_factory=list)
     require_distinct_approver: bool = False
 
+    @property
+    def approving_users(self) -> frozenset[str]:
+        return frozenset(a for a in self.approvers if not a.startswith(GROUP_PREFIX))
+
+    @property
+    def approving_groups(self) -> frozenset[str]:
+        return frozenset(a.removeprefix(GROUP_PREFIX) for a in self.approvers if a.startswith(GROUP_PREFIX))
+
     def approves(self, identity: str, groups: list[str] | tuple[str, ...] = ()) -> bool:
-        """`identity` (or one of its `groups`) is named in `approvers`."""
-        return identity in self.approvers or any(GROUP_PREFIX + g in self.approvers for g in groups)
+        """`identity` is a user named in `approvers`, or one of its `groups` is a group named there."""
+        return identity in self.approving_users or not self.approving_groups.isdisjoint(groups)
 
     def refusal(self, identity: str, groups: list[str] | tuple[str, ...] = (), *, creator: str | None,
                 policy: str) -> Refusal | None:

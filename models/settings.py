@@ -12,7 +12,7 @@ mounted Secret can rotate, and a variable's value shows in `kubectl describe pod
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, model_validator
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from temporalio.service import TLSConfig
 
     from .codec import EncryptionCodec
+    from .signing import Signer
 
 
 # Sympozium's agent image, so existing YAML that names no image runs as it did there.
@@ -37,6 +38,13 @@ class SettingsError(ValueError):
 class TemporalUnreachable(ConnectionError):
     """The Temporal frontend could not be reached (refused, no such host, TLS refused): an operator's matter for the
     process to report in one line, then exit so that its supervisor restarts it."""
+
+
+def _secret(variable: str, path: str) -> str:
+    text = _read(variable, path).decode().strip()
+    if not text:
+        raise SettingsError(f"{variable}={path}: the file is empty")
+    return text
 
 
 def _read(variable: str, path: str) -> bytes:
@@ -66,6 +74,10 @@ class TemporalSettings(BaseModel):
     # The payload codec's keys (models/codec.py): lines of '<id> <base64 32-byte key>', the first one encrypts.
     # Empty: payloads go to Temporal unencrypted.
     codec_keys_file: str = ""
+    # The keys our API and bridge sign gate verdicts with and the worker verifies them with (models/signing.py), the
+    # same format, a file of its own (the codec server never uses it). Empty: verdicts are not signed, and a verdict's
+    # encryption is all that tells ours from anyone's (which an API token can forge through /codec/encode).
+    signing_keys_file: str = ""
 
     @model_validator(mode="after")
     def _pairs(self) -> TemporalSettings:
@@ -117,23 +129,40 @@ class TemporalSettings(BaseModel):
         except KeyFileError as e:
             raise SettingsError(str(e)) from e
 
+    def signer(self) -> Signer | None:
+        """The verdict signer with the signing key file's keys; None without one (a bad file is a SettingsError)."""
+        from .codec import KeyFileError
+        from .signing import load_signer
+
+        if not self.signing_keys_file:
+            return None
+        try:
+            return load_signer(self.signing_keys_file)
+        except KeyFileError as e:
+            raise SettingsError(str(e)) from e
+
     def data_converter(self) -> DataConverter:
         """Pydantic payloads, encrypted by the codec when keys are set; failure messages and stack traces then go
-        through the codec too (they can quote a hook's output or a spec's values)."""
+        through the codec too (they can quote a hook's output or a spec's values). With signing keys, what is decoded
+        has its signature verified (models/signing.py)."""
         import dataclasses
 
         from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
-        from .codec import SealAwarePayloadConverter, SealMarkingCodec
+        from .codec import SealMarkingCodec, aware_converter
         from .converter import DATA_CONVERTER
 
-        codec = self.codec()
-        if codec is None:
+        codec, signer = self.codec(), self.signer()
+        if codec is None and signer is None:
             return DATA_CONVERTER
-        # Decoding also marks what arrived encrypted, so a gate verdict can tell our API and bridge (which hold the
-        # key) from anyone else who can write to Temporal (models/gate.py `marked`).
+        # Decoding also marks what arrived encrypted (seals, for runs that predate signatures) and verifies our API's
+        # and bridge's signatures, so a gate verdict tells them from anyone else who can write to Temporal
+        # (models/gate.py `marked`).
+        converter = aware_converter(seals=codec is not None, verifier=signer)
+        if codec is None:
+            return dataclasses.replace(DATA_CONVERTER, payload_converter_class=converter)
         return dataclasses.replace(DATA_CONVERTER, payload_codec=SealMarkingCodec(codec.keys),
-                                   payload_converter_class=SealAwarePayloadConverter,
+                                   payload_converter_class=converter,
                                    failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
 
     async def connect(self, *, lazy: bool = False, runtime: Runtime | None = None) -> Client:
@@ -176,8 +205,55 @@ class KubeSettings(BaseModel):
 
 
 class NatsSettings(BaseModel):
+    """Where run events go (JetStream) and how to authenticate there. Credentials are files, as every secret here: a
+    token, or a user with a password, or a NATS `.creds` file (a user JWT and its nkey seed); with `tls://` URLs or a
+    server that requires TLS, the CA of its certificate and, for mutual TLS, a client certificate and key."""
+
     # Empty: events are not published (runs are unaffected either way).
     url: str = ""
+    token_file: str = ""
+    user: str = ""
+    password_file: str = ""
+    creds_file: str = ""
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+    @model_validator(mode="after")
+    def _pairs(self) -> NatsSettings:
+        if bool(self.user) != bool(self.password_file):
+            raise SettingsError("NATS user authentication needs both AGENTRUN_NATS__USER and "
+                                "AGENTRUN_NATS__PASSWORD_FILE (or neither)")
+        if bool(self.cert_file) != bool(self.key_file):
+            raise SettingsError("NATS mutual TLS needs both AGENTRUN_NATS__CERT_FILE and AGENTRUN_NATS__KEY_FILE "
+                                "(or neither)")
+        if sum(map(bool, (self.token_file, self.user, self.creds_file))) > 1:
+            raise SettingsError("give one of AGENTRUN_NATS__TOKEN_FILE, AGENTRUN_NATS__USER (with __PASSWORD_FILE) and "
+                                "AGENTRUN_NATS__CREDS_FILE")
+        return self
+
+    def connect_options(self) -> dict[str, Any]:
+        """The nats-py `connect` options these settings give (files read now: a missing one is a SettingsError)."""
+        import ssl
+
+        out: dict[str, Any] = {}
+        if self.token_file:
+            out["token"] = _secret("AGENTRUN_NATS__TOKEN_FILE", self.token_file)
+        if self.user:
+            out["user"] = self.user
+            out["password"] = _secret("AGENTRUN_NATS__PASSWORD_FILE", self.password_file)
+        if self.creds_file:
+            _read("AGENTRUN_NATS__CREDS_FILE", self.creds_file)  # readable now, not at the first event
+            out["user_credentials"] = self.creds_file
+        if self.ca_file or self.cert_file or self.url.startswith("tls://"):
+            ctx = ssl.create_default_context(
+                cadata=_read("AGENTRUN_NATS__CA_FILE", self.ca_file).decode() if self.ca_file else None)
+            if self.cert_file:
+                _read("AGENTRUN_NATS__CERT_FILE", self.cert_file)
+                _read("AGENTRUN_NATS__KEY_FILE", self.key_file)
+                ctx.load_cert_chain(self.cert_file, self.key_file)
+            out["tls"] = ctx
+        return out
 
 
 class HealthSettings(BaseModel):

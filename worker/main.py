@@ -64,7 +64,7 @@ WORKFLOW_RUNNER = UnsandboxedWorkflowRunner()
 
 
 def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer | None = None) -> Worker:
-    events = EventActivities(settings.nats.url or None)
+    events = EventActivities(settings.nats.url or None, options=settings.nats.connect_options())
     acts = KubeActivities(settings.kube.api_client(user_agent=user_agent("worker")), default_image=settings.agent_image,
                           fallback_poll_seconds=settings.fallback_poll_seconds, qps=settings.kube.qps,
                           burst=settings.kube.burst, events=events, informer=informer,

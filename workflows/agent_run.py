@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         workflow_id,
     )
     from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
+    from models.signing import authenticated
     from models.slots import SLOT_SIGNAL, SlotNotice
     from models.steps import (
         AgentOutcome,
@@ -101,6 +102,11 @@ LOCAL_OBSERVE_PATCH = "observe-locally"
 RESTART_PATCH = "agent-restarts"
 # The least time left of a run's timeout for which a lost agent is started again (less: the run fails).
 MIN_RESTART_SECONDS = 5
+# Runs whose first verdict came with this marker take a verdict that claims our API or bridge as theirs only with their
+# signature for this run, once (models/signing.py), wherever the worker has signing keys; before it, arriving
+# encrypted was the proof, which the codec server's /codec/encode gave any API token. Set where the first verdict is
+# handled, so only runs that get a verdict carry it.
+SIGNED_VERDICTS_PATCH = "signed-verdicts"
 
 __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult", "RunState", "workflow_id"]
 
@@ -122,6 +128,7 @@ class AgentRunWorkflow:
         self._naming = False  # a later attempt's steps run: their summaries name it ("attempt 2: ...")
         self._final: StatusChange | None = None  # the final status, for the cleanup step to write first
         self._observe_locally = False  # LOCAL_OBSERVE_PATCH
+        self._nonces: set[str] = set()  # of the signed verdicts taken as ours: each is good once
 
     # -- handlers (the same names as version 1, so the bridge, API and CLI speak to both) -----------------
 
@@ -146,14 +153,14 @@ class AgentRunWorkflow:
     @workflow.signal
     def verdict(self, verdict: Verdict) -> None:
         """A verdict without a reply (the annotation path); the first one while the gate waits wins."""
-        self._gate.offer(marked(verdict))
+        self._gate.offer(self._authentic(verdict))
         self._record.refusals_of(self._gate)
 
     @workflow.update
     async def submit_verdict(self, verdict: Verdict) -> GateView:
         """A verdict with a reply: the gate once it is resolved. A verdict the gate cannot take fails the
         Update with the reason (the API answers 409), and is recorded in the history and the conditions."""
-        verdict = marked(verdict)
+        verdict = self._authentic(verdict)
         attempt = self._gate.attempt
         refusal = self._gate.submit(verdict)
         if refusal is not None:
@@ -164,6 +171,14 @@ class AgentRunWorkflow:
         # This attempt's gate as resolved (a retry verdict's next attempt may have opened a new gate since).
         await workflow.wait_condition(lambda: self._gate.answered_for(attempt))
         return self._gate.view_of(attempt)
+
+    def _authentic(self, verdict: Verdict) -> Verdict:
+        """The verdict with the identity the run records: what it claims if our API or bridge signed it for this run
+        (SIGNED_VERDICTS_PATCH; the worker verified the signature as it decoded it), else a Temporal claim."""
+        if not workflow.patched(SIGNED_VERDICTS_PATCH):
+            return marked(verdict)
+        verdict.signed = authenticated(verdict, workflow_id=workflow.info().workflow_id, seen=self._nonces)
+        return marked(verdict, signatures=True)
 
     @submit_verdict.validator
     def _check_verdict(self, verdict: Verdict) -> None:

@@ -1,6 +1,8 @@
 """The console's read-only Agents and Policies pages: what a run is resolved against (an Agent's model, policy,
 hooks, lifecycle; a SympoziumPolicy's gatePolicy, tool gating, sandbox and lifecycle limits), listed per namespace,
-and each one's page with its whole spec as YAML text.
+and each one's page with its whole spec as YAML text. RBAC must let the signed-in identity list (or get) what a page
+shows: Agents (and SympoziumInstances) and, for the policies' pages, which also name the Agents that use them,
+SympoziumPolicies and Agents.
 
 Read straight from the cluster, one list or read per page view (these pages are looked at, not followed). What an
 object holds is shown as text only: the templates autoescape, and the spec is YAML in a <pre>.
@@ -98,6 +100,7 @@ def _bare(obj: Obj) -> Obj:
 @router.get("/agents", response_class=HTMLResponse)
 async def agents_page(request: Request, who: ConsoleSession, state: StateDep,
                       namespace: Namespace = "default") -> HTMLResponse:
+    await state.allow(who.caller, "list", AGENTS, namespace)
     rows = [agent_row(o, "Agent") for o in await _list(state, namespace, AGENTS)]
     rows += [agent_row(o, "SympoziumInstance") for o in await _list(state, namespace, LEGACY_AGENTS)]
     return page(request, "agents.html", who=who, section="agents", namespace=namespace, rows=rows)
@@ -106,6 +109,7 @@ async def agents_page(request: Request, who: ConsoleSession, state: StateDep,
 @router.get("/agents/{name}", response_class=HTMLResponse)
 async def agent_page(request: Request, name: str, who: ConsoleSession, state: StateDep,
                      namespace: Namespace = "default") -> HTMLResponse:
+    await state.allow(who.caller, "get", AGENTS, namespace, name=name)
     obj, plural = await _read(state, namespace, (AGENTS, LEGACY_AGENTS), name, "agent")
     spec = obj.get("spec") or {}
     lc = lifecycle_of(obj)
@@ -119,6 +123,8 @@ async def agent_page(request: Request, name: str, who: ConsoleSession, state: St
 @router.get("/policies", response_class=HTMLResponse)
 async def policies_page(request: Request, who: ConsoleSession, state: StateDep,
                         namespace: Namespace = "default") -> HTMLResponse:
+    await state.allow(who.caller, "list", POLICIES, namespace)
+    await state.allow(who.caller, "list", AGENTS, namespace)
     policies = await _list(state, namespace, POLICIES)
     agents = await _list(state, namespace, AGENTS)
     used: dict[str, list[str]] = {}
@@ -134,6 +140,8 @@ async def policies_page(request: Request, who: ConsoleSession, state: StateDep,
 @router.get("/policies/{name}", response_class=HTMLResponse)
 async def policy_page(request: Request, name: str, who: ConsoleSession, state: StateDep,
                       namespace: Namespace = "default") -> HTMLResponse:
+    await state.allow(who.caller, "get", POLICIES, namespace, name=name)
+    await state.allow(who.caller, "list", AGENTS, namespace)
     builtin = False
     try:
         obj, _ = await _read(state, namespace, (POLICIES,), name, "policy")

@@ -1,6 +1,8 @@
 """The console's routes: sign-in, the runs list, a run's page (gate bar, banner, logs), create and delete, and the
 event stream that keeps open pages live. Every page is a template with autoescaping; every POST checks the session's
-CSRF token; every action goes through api/runops.py as the JSON API does."""
+CSRF token; every action goes through api/runops.py as the JSON API does. Every page and action is authorised by
+Kubernetes RBAC for the signed-in identity as the JSON API's routes are (api/access.py), and a refusal is a page that
+says what is missing; the namespace switcher offers only the namespaces whose runs the identity may list."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from urllib.parse import parse_qs, quote, urlencode
 
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from markupsafe import escape
 
 from models.agentrun import PHASES, TERMINAL_PHASES
@@ -25,10 +27,12 @@ from models.kube import KubeError, NotFound
 from models.names import AGENTRUNS, AGENTS, GROUP, VERSION
 
 from .. import runops
-from ..auth import Caller, TokenFile
-from ..deps import Namespace, State, StateDep
+from ..access import Ask, Denied
+from ..auth import Caller, ReviewUnavailable
+from ..deps import Namespace, State, StateDep, client_of
 from ..logs import NoLog, hooks, run_log
 from ..settings import ApiSettings
+from ..throttle import Throttled
 from . import views
 from .sessions import COOKIE, CSRF_FIELD, CSRF_HEADER, SESSION_SECONDS, Session, SessionStore
 
@@ -41,6 +45,10 @@ HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+# The API's documentation page, the same but for images given as data: URIs (Swagger UI's stylesheet draws its icons
+# so; an image runs nothing).
+DOCS_HEADERS = {**HEADERS, "Content-Security-Policy": HEADERS["Content-Security-Policy"].replace(
+    "img-src 'self'", "img-src 'self' data:")}
 MAX_FORM_BYTES = 1024 * 1024
 KEEPALIVE_SECONDS = 15.0
 # Changes that arrive this close together reach a page as one message (a run's status is written in bursts).
@@ -79,10 +87,13 @@ def store(request: Request) -> SessionStore:
     return cast(SessionStore, request.app.state.console_sessions)
 
 
-def signed_in(request: Request) -> Signed:
+async def signed_in(request: Request) -> Signed:
     sessions = store(request)
-    s = sessions.get(request.cookies.get(COOKIE))
-    who = sessions.caller(s) if s is not None else None
+    try:
+        s = await sessions.get(request.cookies.get(COOKIE))
+        who = await sessions.caller(s) if s is not None else None
+    except ReviewUnavailable as e:
+        raise ConsoleError(503, f"cannot ask the cluster who your token is: {e}") from None
     if s is None or who is None:
         raise SignInRequired()
     return Signed(s, who)
@@ -116,7 +127,8 @@ def page(request: Request, template: str, *, status: int = 200, who: Signed | No
     ctx.setdefault("namespace", "default")
     ctx.setdefault("section", "")
     html = templates.get_template(template).render(
-        me=who.caller.identity if who else "", csrf=who.session.csrf if who else "", path=request.url.path, **ctx)
+        me=who.caller.identity if who else "", csrf=who.session.csrf if who else "", path=request.url.path,
+        status=status, **ctx)
     return HTMLResponse(html, status_code=status, headers=HEADERS)
 
 
@@ -137,8 +149,10 @@ def safe_next(url: str | None) -> str:
 
 # -- reading runs ------------------------------------------------------------------------------------------------
 
-async def runs_in(state: State, namespace: str) -> list[dict[str, Any]]:
-    """The namespace's runs from the API's watch (no request to the cluster), or listed while it has not synced."""
+async def runs_in(state: State, who: Caller, namespace: str) -> list[dict[str, Any]]:
+    """The namespace's runs from the API's watch (no request to the cluster), or listed while it has not synced;
+    RBAC must let `who` list them."""
+    await state.allow(who, "list", AGENTRUNS, namespace)
     watch = state.runwatch
     if watch.synced:
         return cast(list[dict[str, Any]], watch.list(namespace))
@@ -147,16 +161,20 @@ async def runs_in(state: State, namespace: str) -> list[dict[str, Any]]:
     return cast(list[dict[str, Any]], items.get("items", []))
 
 
-async def one_run(state: State, namespace: str, name: str) -> dict[str, Any]:
+async def one_run(state: State, who: Caller, namespace: str, name: str) -> dict[str, Any]:
+    """The run, which RBAC must let `who` read."""
+    await state.allow(who, "get", AGENTRUNS, namespace, name=name)
     try:
         return await runops.current_run(state, namespace, name)
     except HTTPException as e:
         raise ConsoleError(e.status_code, str(e.detail)) from e
 
 
-def namespaces(state: State, current: str) -> list[str]:
-    watch = state.runwatch
-    return sorted(watch.namespaces() | {"default", current})
+async def namespaces(state: State, who: Caller, current: str) -> list[str]:
+    """The namespaces the switcher offers: those the API's watch has runs in (and `default`) whose runs `who` may
+    list, and the one shown."""
+    allowed = await state.access.namespaces(who, state.runwatch.namespaces() | {"default"})
+    return sorted({*allowed, current})
 
 
 def filters(phase: str, agent: str, awaiting: str, schedule: str, sort: str, order: str) -> views.Filters:
@@ -167,8 +185,8 @@ def filters(phase: str, agent: str, awaiting: str, schedule: str, sort: str, ord
 Text = Annotated[str, Query(max_length=253)]
 
 
-async def runs_context(state: State, namespace: str, f: views.Filters) -> dict[str, Any]:
-    objs = await runs_in(state, namespace)
+async def runs_context(state: State, who: Caller, namespace: str, f: views.Filters) -> dict[str, Any]:
+    objs = await runs_in(state, who, namespace)
     rows = [views.row(o) for o in objs]
     query = {"namespace": namespace, "phase": f.phase, "agent": f.agent, "awaiting": "1" if f.awaiting else "",
              "schedule": f.schedule}
@@ -188,7 +206,7 @@ async def home() -> RedirectResponse:
 @router.get("/signin", response_class=HTMLResponse)
 async def signin_page(request: Request, next: str = "/runs") -> HTMLResponse:
     try:
-        who: Signed | None = signed_in(request)
+        who: Signed | None = await signed_in(request)
     except SignInRequired:
         who = None
     return page(request, "signin.html", who=who, next=safe_next(next), error="", open=store(request).open)
@@ -208,8 +226,17 @@ async def signin(request: Request) -> Response:
         raise ConsoleError(403, "a sign-in must come from this console's own page")
     form = await form_of(request)
     sessions = store(request)
-    s = sessions.sign_in(form.get("token", "").strip())
     nxt = safe_next(form.get("next"))
+    try:
+        s = await sessions.sign_in(form.get("token", "").strip(), client=client_of(request))
+    except Throttled as e:
+        refused = page(request, "signin.html", status=429, next=nxt, open=sessions.open,
+                       error=f"Too many failed sign-ins from here: try again in {e.retry_after} seconds.")
+        refused.headers["Retry-After"] = str(e.retry_after)
+        return refused
+    except ReviewUnavailable as e:
+        return page(request, "signin.html", status=503, next=nxt, open=sessions.open,
+                    error=f"Cannot ask the cluster who this token is: {e}")
     if s is None:
         return page(request, "signin.html", status=401, next=nxt, error="That is not a valid API token.",
                     open=sessions.open)
@@ -231,19 +258,24 @@ async def signout(request: Request, who: ConsoleSession, form: CheckedForm) -> R
 async def runs_page(request: Request, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
                     phase: Text = "", agent: Text = "", awaiting: Text = "", schedule: Text = "",
                     sort: Text = "created", order: Text = "desc") -> HTMLResponse:
-    ctx = await runs_context(state, namespace, filters(phase, agent, awaiting, schedule, sort, order))
-    return page(request, "runs.html", who=who, section="runs", namespaces=namespaces(state, namespace), **ctx)
+    ctx = await runs_context(state, who.caller, namespace, filters(phase, agent, awaiting, schedule, sort, order))
+    return page(request, "runs.html", who=who, section="runs", namespaces=await namespaces(state, who.caller, namespace),
+                **ctx)
 
 
 @router.get("/runs/table", response_class=HTMLResponse)
 async def runs_table(request: Request, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
                      phase: Text = "", agent: Text = "", awaiting: Text = "", schedule: Text = "",
                      sort: Text = "created", order: Text = "desc") -> HTMLResponse:
-    ctx = await runs_context(state, namespace, filters(phase, agent, awaiting, schedule, sort, order))
+    ctx = await runs_context(state, who.caller, namespace, filters(phase, agent, awaiting, schedule, sort, order))
     return page(request, "_runs_table.html", who=who, **ctx)
 
 
-async def agent_names(state: State, namespace: str) -> list[str]:
+async def agent_names(state: State, who: Caller, namespace: str) -> list[str]:
+    """The Agents a new run may name, for the form's list; none when `who` may not list Agents (the name can still be
+    typed)."""
+    if not await state.access.allowed(who, Ask("list", AGENTS, namespace)):
+        return []
     items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
                                   action=f"list Agents in {namespace}")
     return sorted(str(o["metadata"]["name"]) for o in items.get("items", []))
@@ -252,8 +284,9 @@ async def agent_names(state: State, namespace: str) -> list[str]:
 @router.get("/new-run", response_class=HTMLResponse)
 async def new_run_page(request: Request, who: ConsoleSession, state: StateDep,
                        namespace: Namespace = "default") -> HTMLResponse:
+    await state.allow(who.caller, "create", AGENTRUNS, namespace)
     return page(request, "new_run.html", who=who, section="runs", namespace=namespace,
-                agents=await agent_names(state, namespace), form={}, error="")
+                agents=await agent_names(state, who.caller, namespace), form={}, error="")
 
 
 def parse_env(text: str) -> dict[str, str]:
@@ -283,20 +316,22 @@ async def new_run(request: Request, who: ConsoleSession, form: CheckedForm, stat
             spec["env"] = env
         if model:
             spec["model"] = {"model": model}
-        obj = await runops.create_run(state, who.caller.identity, namespace, agent_ref=agent, spec=spec)
+        obj = await runops.create_run(state, who.caller, namespace, agent_ref=agent, spec=spec)
         return redirect(run_url(namespace, obj["metadata"]["name"]))
     except ValueError as e:
         error = str(e)
+    except Denied:
+        raise
     except HTTPException as e:
         error, status = str(e.detail), e.status_code
     except KubeError as e:
         error, status = e.message, 422 if e.status == 422 else 502
     return page(request, "new_run.html", status=status, who=who, section="runs", namespace=namespace,
-                agents=await agent_names(state, namespace), form=form, error=error)
+                agents=await agent_names(state, who.caller, namespace), form=form, error=error)
 
 
-async def run_context(state: State, namespace: str, name: str) -> dict[str, Any]:
-    obj = await one_run(state, namespace, name)
+async def run_context(state: State, who: Caller, namespace: str, name: str) -> dict[str, Any]:
+    obj = await one_run(state, who, namespace, name)
     spec = obj.get("spec") or {}
     st = obj.get("status") or {}
     model = str((spec.get("model") or {}).get("model") or (spec.get("model") or {}).get("name") or "")
@@ -321,7 +356,7 @@ async def run_context(state: State, namespace: str, name: str) -> dict[str, Any]
 @router.get("/runs/{name}", response_class=HTMLResponse)
 async def run_page(request: Request, name: str, who: ConsoleSession, state: StateDep,
                    namespace: Namespace = "default", sent: Text = "") -> HTMLResponse:
-    ctx = await run_context(state, namespace, name)
+    ctx = await run_context(state, who.caller, namespace, name)
     return page(request, "run.html", who=who, section="runs", error="",
                 sent=sent if sent in runops.ACTIONS else "", **ctx)
 
@@ -336,7 +371,7 @@ async def run_part(request: Request, name: str, part: str, who: ConsoleSession, 
     attempt, or of `attempt`)."""
     if part not in PARTS:
         raise ConsoleError(404, f"no part {part!r} of a run's page")
-    ctx = await run_context(state, namespace, name)
+    ctx = await run_context(state, who.caller, namespace, name)
     if attempt is not None:
         ctx["log_attempt"] = min(attempt, ctx["last_attempt"])
     return page(request, PARTS[part], who=who, error="", sent="", **ctx)
@@ -346,11 +381,12 @@ async def run_part(request: Request, name: str, part: str, who: ConsoleSession, 
 async def verdict(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
                   namespace: Namespace = "default") -> Response:
     action = form.get("action", "")
+    await state.allow(who.caller, "get", AGENTRUNS, namespace, name=name)  # the page it answers with shows the run
     try:
         view = await runops.decide(state, who.caller, namespace, name, action=action,
                                    response=form.get("response", ""), reason=form.get("reason", ""))
     except HTTPException as e:
-        ctx = await run_context(state, namespace, name)
+        ctx = await run_context(state, who.caller, namespace, name)
         return page(request, "run.html", status=e.status_code, who=who, section="runs", error=str(e.detail),
                     sent="", **ctx)
     return redirect(run_url(namespace, name, sent=action if view.state != "none" else ""))
@@ -359,15 +395,17 @@ async def verdict(request: Request, name: str, who: ConsoleSession, form: Checke
 @router.get("/runs/{name}/delete", response_class=HTMLResponse)
 async def delete_page(request: Request, name: str, who: ConsoleSession, state: StateDep,
                       namespace: Namespace = "default") -> HTMLResponse:
-    obj = await one_run(state, namespace, name)
+    obj = await one_run(state, who.caller, namespace, name)
     return page(request, "delete.html", who=who, section="runs", namespace=namespace, name=name,
                 row=views.row(obj), error="")
 
 
-async def _delete_run(state: State, namespace: str, name: str) -> str:
+async def _delete_run(state: State, who: Caller, namespace: str, name: str) -> str:
     """Delete the run as the JSON API does; where to go next (the namespace's runs)."""
     try:
-        await runops.delete_run(state, namespace, name)
+        await runops.delete_run(state, who, namespace, name)
+    except Denied:
+        raise
     except HTTPException as e:
         raise ConsoleError(e.status_code, str(e.detail)) from e
     return "/runs?" + urlencode({"namespace": namespace})
@@ -376,14 +414,14 @@ async def _delete_run(state: State, namespace: str, name: str) -> str:
 @router.post("/runs/{name}/delete", response_class=HTMLResponse)
 async def delete(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
                  namespace: Namespace = "default") -> Response:
-    return redirect(await _delete_run(state, namespace, name))
+    return redirect(await _delete_run(state, who.caller, namespace, name))
 
 
 @router.delete("/runs/{name}")
 async def delete_htmx(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
                       namespace: Namespace = "default") -> Response:
     """The same, for an `hx-delete` (the CSRF token in its header): 204, and htmx goes to the runs list."""
-    return Response(status_code=204, headers={"HX-Redirect": await _delete_run(state, namespace, name)})
+    return Response(status_code=204, headers={"HX-Redirect": await _delete_run(state, who.caller, namespace, name)})
 
 
 # -- live updates ------------------------------------------------------------------------------------------------
@@ -466,18 +504,20 @@ async def _events(state: State, namespace: str, run: str, shown: str) -> AsyncIt
 @router.get("/events")
 async def events(request: Request, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
                  run: Text = "", rv: Text = "") -> StreamingResponse:
-    """Server-sent events for a page of `namespace` (and of `run`, rendered from its resourceVersion `rv`)."""
+    """Server-sent events for a page of `namespace` (and of `run`, rendered from its resourceVersion `rv`): they tell
+    of every run of the namespace, so RBAC must let the caller list them."""
+    await state.allow(who.caller, "list", AGENTRUNS, namespace)
     return StreamingResponse(_events(state, namespace, run, rv), media_type="text/event-stream",
                              headers=SSE_HEADERS)
 
 
-async def _log_events(state: State, namespace: str, name: str, hook: str | None, attempt: int | None
+async def _log_events(state: State, who: Caller, namespace: str, name: str, hook: str | None, attempt: int | None
                       ) -> AsyncIterator[str]:
     """The log as `log` events of escaped text (the page appends them to a <pre>), then `end`, always: a stream
     that just stopped would make the browser connect again and append the whole log twice."""
     yield "retry: 3000\n\n"
     try:
-        run = await one_run(state, namespace, name)
+        run = await one_run(state, who, namespace, name)
         _target, chunks = await run_log(state.kube, namespace, run, hook=hook, attempt=attempt, follow=True)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         empty = True
@@ -491,6 +531,8 @@ async def _log_events(state: State, namespace: str, name: str, hook: str | None,
             yield sse("log", str(escape(tail or "(no output)")))
     except (NoLog, ConsoleError) as e:
         yield sse("log", str(escape(f"({e})")))
+    except HTTPException as e:  # RBAC's refusal (or the cluster could not say)
+        yield sse("log", str(escape(f"({e.detail})")))
     except NotFound as e:
         yield sse("log", str(escape(f"(no log: {e.message})")))
     except KubeError as e:
@@ -501,8 +543,19 @@ async def _log_events(state: State, namespace: str, name: str, hook: str | None,
 @router.get("/runs/{name}/log-stream")
 async def log_stream(name: str, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
                      hook: Text = "", attempt: int | None = Query(None, ge=1)) -> StreamingResponse:
-    return StreamingResponse(_log_events(state, namespace, name, hook or None, attempt),
+    await state.allow(who.caller, "get", AGENTRUNS, namespace, name=name)
+    return StreamingResponse(_log_events(state, who.caller, namespace, name, hook or None, attempt),
                              media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+# -- the API's documentation -------------------------------------------------------------------------------------
+
+@router.get("/docs", response_class=HTMLResponse)
+async def docs(request: Request) -> HTMLResponse:
+    """Swagger UI over /openapi.json, from this origin's vendored files and under the console's policy (FastAPI's own
+    page loads unpinned scripts from a CDN and runs an inline one)."""
+    html = templates.get_template("docs.html").render(openapi=request.app.openapi_url or "/openapi.json")
+    return HTMLResponse(html, headers=DOCS_HEADERS)
 
 
 # -- static files and installation -------------------------------------------------------------------------------
@@ -516,10 +569,18 @@ async def static(file: str) -> Response:
     return Response(path.read_bytes(), media_type=media, headers={**HEADERS, "Cache-Control": "no-cache"})
 
 
+async def error_page(request: Request, status: int, message: str) -> Response:
+    try:
+        who: Signed | None = await signed_in(request)
+    except (SignInRequired, ConsoleError):
+        who = None
+    namespace = request.query_params.get("namespace") or "default"
+    return page(request, "error.html", status=status, who=who, message=message, namespace=namespace)
+
+
 def install(app: FastAPI, settings: ApiSettings) -> None:
     """The console's routes at `/` and the in-memory sessions (tokens from the API's token file)."""
-    app.state.console_sessions = SessionStore(TokenFile(Path(settings.token_file) if settings.token_file else None),
-                                              insecure=settings.insecure)
+    app.state.console_sessions = SessionStore(app.state.auth, insecure=settings.insecure)
 
     @app.exception_handler(SignInRequired)
     async def sign_in_first(request: Request, exc: SignInRequired) -> Response:
@@ -533,10 +594,13 @@ def install(app: FastAPI, settings: ApiSettings) -> None:
 
     @app.exception_handler(ConsoleError)
     async def console_error(request: Request, exc: ConsoleError) -> Response:
-        try:
-            who: Signed | None = signed_in(request)
-        except SignInRequired:
-            who = None
-        return page(request, "error.html", status=exc.status, who=who, message=exc.message)
+        return await error_page(request, exc.status, exc.message)
+
+    @app.exception_handler(Denied)
+    async def denied(request: Request, exc: Denied) -> Response:
+        """RBAC's refusal: JSON on the API's own routes, a page that says what is missing on the console's."""
+        if request.url.path.startswith(("/api/", "/codec/")):
+            return JSONResponse(status_code=403, content={"detail": exc.detail})
+        return await error_page(request, 403, f"{exc.detail}. Ask an administrator of the namespace for that role.")
 
     app.include_router(router)

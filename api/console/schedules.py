@@ -16,9 +16,10 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
-from models.names import LABEL_SCHEDULE
+from models.names import AGENTRUNS, LABEL_SCHEDULE
 
 from .. import schedules as api
+from ..access import Ask, Denied
 from ..deps import Namespace, StateDep
 from . import views
 from .routes import CheckedForm, ConsoleError, ConsoleSession, Text, page, redirect
@@ -61,7 +62,7 @@ def _problem(d: dict[str, Any]) -> str:
 @router.get("/schedules", response_class=HTMLResponse)
 async def schedules_page(request: Request, who: ConsoleSession, state: StateDep,
                          namespace: Namespace = "default") -> HTMLResponse:
-    rows = await api.list_schedules(state, who.caller.identity, namespace)
+    rows = await api.list_schedules(state, who.caller, namespace)
     return page(request, "schedules.html", who=who, section="schedules", namespace=namespace, rows=rows)
 
 
@@ -77,10 +78,14 @@ async def _schedule(request: Request, who: Any, state: Any, namespace: str, name
                     error: str = "", done: str = "", ticks: int | None = None,
                     form: dict[str, str] | None = None) -> HTMLResponse:
     try:
-        obj = await api.get_schedule(name, state, who.caller.identity, namespace)
+        obj = await api.get_schedule(name, state, who.caller, namespace)
+    except Denied:
+        raise
     except HTTPException as e:
         raise ConsoleError(e.status_code, _detail(e)) from e
-    runs = [views.row(o) for o in state.runwatch.list(namespace)
+    # The schedule's recent runs, which only a caller who may list runs sees.
+    shown = await state.access.allowed(who.caller, Ask("list", AGENTRUNS, namespace))
+    runs = [views.row(o) for o in (state.runwatch.list(namespace) if shown else [])
             if ((o.get("metadata") or {}).get("labels") or {}).get(LABEL_SCHEDULE) == name]
     runs.sort(key=lambda r: r.created, reverse=True)
     return page(request, "schedule.html", status=status, who=who, section="schedules", namespace=namespace,
@@ -92,7 +97,7 @@ async def _schedule(request: Request, who: Any, state: Any, namespace: str, name
 async def act(request: Request, name: str, action: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
               namespace: Namespace = "default") -> Response:
     """Pause, resume, run now or backfill, through the JSON API's own code as the session's identity."""
-    me = who.caller.identity
+    me = who.caller
     extra: dict[str, str] = {}
     try:
         if action == "pause":
@@ -111,6 +116,8 @@ async def act(request: Request, name: str, action: str, who: ConsoleSession, for
             extra["ticks"] = str((await api.backfill_schedule(name, state, me, window, namespace)).ticks)
         else:
             raise ConsoleError(404, f"no schedule action {action!r} (pause, resume, trigger or backfill)")
+    except Denied:
+        raise
     except HTTPException as e:
         return await _schedule(request, who, state, namespace, name, status=e.status_code, error=_detail(e),
                                form=form)

@@ -23,6 +23,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.events import EventActivities, RunEvent
 from cli.stack import NatsServer, free_port
+from models.settings import NatsSettings, SettingsError
 
 pytestmark = pytest.mark.skipif(not NatsServer.available(), reason="nats-server is not installed")
 
@@ -297,3 +298,48 @@ async def test_events_go_to_another_stream_that_already_stores_the_subjects(
     assert await stored(js, "legacy-events") == 1
     with pytest.raises(nats.js.errors.NotFoundError):
         await js.stream_info("sympozium")
+
+
+async def test_a_nats_with_a_token_takes_only_clients_that_present_it(tmp_path: Path) -> None:
+    """Issue 27: NATS listened without authentication and its events carry tasks and results. With a token (as
+    `agentrun up` starts it) a client without it is refused; the worker's settings read it from a file."""
+    token_file = tmp_path / "nats-token"
+    token_file.write_text("s3cret-token-for-nats\n")
+    server = NatsServer(tmp_path, token="s3cret-token-for-nats").start()
+    try:
+        assert "s3cret-token-for-nats" not in " ".join(server.proc.args if server.proc else [])  # type: ignore[arg-type]
+        assert (tmp_path / "nats.conf").stat().st_mode & 0o077 == 0
+        for options in ({}, {"token": "wrong"}):
+            with pytest.raises(nats.errors.Error):
+                await nats.connect(server.url, connect_timeout=2, allow_reconnect=False, max_reconnect_attempts=1,
+                                   **options)
+        refused = EventActivities(server.url)
+        with pytest.raises(ApplicationError, match=r"authorization|Authorization"):
+            await ActivityEnvironment().run(refused.publish_event, event())
+        await refused.close()
+        settings = NatsSettings(url=server.url, token_file=str(token_file))
+        acts = EventActivities(server.url, options=settings.connect_options())
+        try:
+            await ActivityEnvironment().run(acts.publish_event, event())
+        finally:
+            await acts.close()
+        nc = await nats.connect(server.url, token="s3cret-token-for-nats")
+        try:
+            assert await stored(nc.jetstream()) == 1
+        finally:
+            await nc.close()
+    finally:
+        server.stop()
+
+
+def test_nats_settings_read_credentials_from_files_and_refuse_half_pairs(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_text("hunter2\n")
+    assert NatsSettings(user="bot", password_file=str(tmp_path / "pw")).connect_options() == {
+        "user": "bot", "password": "hunter2"}
+    with pytest.raises(ValueError, match="AGENTRUN_NATS__PASSWORD_FILE"):
+        NatsSettings(user="bot")
+    with pytest.raises(ValueError, match="one of"):
+        NatsSettings(token_file=str(tmp_path / "pw"), creds_file=str(tmp_path / "pw"))
+    with pytest.raises(SettingsError, match=r"AGENTRUN_NATS__TOKEN_FILE=.*missing: cannot read it"):
+        NatsSettings(token_file=str(tmp_path / "missing")).connect_options()
+    assert "tls" in NatsSettings(url="tls://127.0.0.1:4222").connect_options()

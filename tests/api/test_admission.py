@@ -23,9 +23,11 @@ from kubernetes import client, config
 from api.admission import READ_TIMEOUT_SECONDS
 from api.main import State, create_app
 from api.settings import ApiSettings
+from cli.roles import bind, ensure_roles, user
 from cli.up import install_crds
 from localkube.testing import Handle
 from models.policy import ALWAYS_DENIED_ENV
+from models.roles import VIEWER
 
 G, V = "sympozium.ai", "v1alpha1"
 DEFAULT_EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "policies" / "default.yaml").read_text()
@@ -94,6 +96,9 @@ def ns(localkube: Handle) -> Iterator[str]:
         "metadata": {"name": "alice"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "alice"},
         "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]})
+    # The API token's identity may read runs here (every API call is authorised by RBAC: api/access.py).
+    ensure_roles(api)
+    bind(api, "api-alice", [user("alice@example.com")], (VIEWER,), namespace=name)
     yield name
     core.delete_namespace(name)
     api.close()

@@ -6,20 +6,23 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 from pydantic import ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from api.codec import COOKIE
 from api.main import State, create_app
 from api.settings import ApiSettings
+from cli.roles import bind, ensure_roles, user
+from localkube.testing import Handle
 from models.codec import new_key_line
+from models.roles import VIEWER
 
 TOKEN = "t-codec-0123456789"
 UI = "http://127.0.0.1:8233"
@@ -40,12 +43,23 @@ def _settings(tmp_path: Path, keys: Path) -> ApiSettings:
                        temporal={"codec_keys_file": str(keys)})
 
 
+@pytest.fixture(scope="module")
+def kube(localkube: Handle) -> Iterator[client.ApiClient]:
+    """The session's localkube, where the operator may read runs in every namespace: the codec shows any history
+    (api/access.py), and asks Kubernetes RBAC for the caller, and the cluster for a token not in the file."""
+    api = config.new_client_from_config(str(localkube.kubeconfig))
+    ensure_roles(api)
+    bind(api, "codec-operator", [user("operator@example.com")], (VIEWER,))
+    yield api
+    api.close()
+
+
 @pytest.fixture
-async def api(tmp_path: Path, keys: Path) -> AsyncIterator[httpx.AsyncClient]:
+async def api(tmp_path: Path, keys: Path, kube: client.ApiClient) -> AsyncIterator[httpx.AsyncClient]:
     settings = _settings(tmp_path, keys)
     app = create_app(settings)
-    # No lifespan (it would connect to Temporal and Kubernetes, which the codec routes never call).
-    app.state.agentrun = State(settings, client.ApiClient(), None)
+    # No lifespan (it would connect to Temporal, which the codec routes never call).
+    app.state.agentrun = State(settings, kube, None, app.state.auth)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as c:
         yield c
 

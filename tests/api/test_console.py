@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.auth import TokenFile
+from api.auth import Authenticator, TokenFile
 from api.console.routes import STATIC, TEMPLATES, safe_next
 from api.console.sessions import COOKIE, SessionStore
 from api.main import create_app
@@ -145,22 +145,26 @@ async def test_a_token_removed_from_the_file_ends_its_sessions(token_file: Path)
         assert "bob@example.com" in (await bob.get("/signin")).text
 
 
+def authenticator(path: Path) -> Authenticator:
+    return Authenticator(TokenFile(path), reviews=None)
+
+
 async def test_sessions_expire_and_keep_no_token(token_file: Path) -> None:
-    store = SessionStore(TokenFile(token_file), seconds=-1)
-    s = store.sign_in(TOKEN)
+    store = SessionStore(authenticator(token_file), seconds=-1)
+    s = await store.sign_in(TOKEN)
     assert s is not None and s.identity == "alice@example.com"
-    assert TOKEN not in repr(s) and store.get(s.id) is None and len(store) == 0
-    live = SessionStore(TokenFile(token_file))
-    s2 = live.sign_in(TOKEN)
-    assert s2 is not None and live.get(s2.id) is s2 and s2.csrf != s2.id
-    assert live.sign_in("") is None and live.sign_in("nope") is None
+    assert TOKEN not in repr(s) and await store.get(s.id) is None and len(store) == 0
+    live = SessionStore(authenticator(token_file))
+    s2 = await live.sign_in(TOKEN)
+    assert s2 is not None and await live.get(s2.id) is s2 and s2.csrf != s2.id
+    assert await live.sign_in("") is None and await live.sign_in("nope") is None
     assert not s2.csrf_ok("") and not s2.csrf_ok(None) and s2.csrf_ok(s2.csrf)
 
 
 async def test_insecure_without_tokens_signs_anyone_in_as_anonymous(tmp_path: Path) -> None:
-    store = SessionStore(TokenFile(tmp_path / "none"), insecure=True)
-    s = store.sign_in("")
-    assert s is not None and s.identity == "anonymous" and store.get(s.id) is s
+    store = SessionStore(authenticator(tmp_path / "none"), insecure=True)
+    s = await store.sign_in("")
+    assert s is not None and s.identity == "anonymous" and await store.get(s.id) is s
 
 
 async def test_sign_in_only_goes_on_to_this_site() -> None:
@@ -198,9 +202,9 @@ async def test_static_serves_only_its_own_files(client: httpx.AsyncClient) -> No
 
 
 async def test_the_vendored_scripts_are_the_ones_recorded() -> None:
-    recorded = dict(re.findall(r"\| `([\w.]+\.js)` \| `[^`]+` \| `[^`]+` \| `([0-9a-f]{64})` \|",
+    recorded = dict(re.findall(r"\| `([\w.-]+\.(?:js|css))` \| `[^`]+` \| `[^`]+` \| `([0-9a-f]{64})` \|",
                                (STATIC / "VENDORED.md").read_text()))
-    assert set(recorded) == {"htmx.min.js", "sse.min.js"}
+    assert set(recorded) == {"htmx.min.js", "sse.min.js", "swagger-ui-bundle.js", "swagger-ui.css"}
     for name, digest in recorded.items():
         assert hashlib.sha256((STATIC / name).read_bytes()).hexdigest() == digest, name
 
@@ -210,8 +214,28 @@ async def test_templates_have_no_inline_script_style_or_handlers_and_never_turn_
         html = path.read_text()
         scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.S)
         assert all(body == "" for body in scripts), path.name
-        assert all(re.search(r'src="/static/[\w.]+\.js"', tag) for tag in re.findall(r"<script\b[^>]*>", html))
+        assert all(re.search(r'src="/static/[\w.-]+\.js"', tag) for tag in re.findall(r"<script\b[^>]*>", html))
         assert "<style" not in html and re.search(r"\sstyle\s*=", html) is None, path.name
         assert re.search(r"\son[a-z]+\s*=", html) is None, path.name
         assert "|safe" not in html.replace(" ", "") and "autoescape" not in html, path.name
         assert "hx-on" not in html and "js:" not in html, path.name
+
+
+async def test_the_api_docs_are_served_from_this_origin_under_the_consoles_policy(client: httpx.AsyncClient) -> None:
+    """Issue 27, hole 13: FastAPI's /docs and /redoc loaded unpinned scripts from a CDN, with an inline script, on
+    the console's origin and with no Content-Security-Policy. /docs is Swagger UI from vendored files under the
+    console's policy (images may also be data: URIs); /redoc is gone."""
+    r = await client.get("/docs")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    policy = csp(r.headers)
+    assert policy["default-src"] == ["'none'"] and policy["script-src"] == ["'self'"]
+    assert policy["style-src"] == ["'self'"] and policy["connect-src"] == ["'self'"]
+    assert policy["img-src"] == ["'self'", "data:"] and policy["frame-ancestors"] == ["'none'"]
+    assert r.headers["x-content-type-options"] == "nosniff"
+    references = re.findall(r'(?:src|href)="([^"]*)"', r.text)
+    assert references and all(ref.startswith("/static/") for ref in references), references
+    assert all(body == "" for body in re.findall(r"<script\b[^>]*>(.*?)</script>", r.text, re.S))
+    for ref in references:
+        assert (await client.get(ref)).status_code == 200, ref
+    assert (await client.get("/redoc")).status_code == 404
+    assert (await client.get("/openapi.json")).json()["info"]["title"] == "agentrun"

@@ -4,8 +4,11 @@ a key file of its state dir, and its Temporal UI decodes them through the API's 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import socket
+import ssl
 import stat
 import subprocess
 import sys
@@ -13,8 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
+import nats.errors
+import pytest
 
 from models.codec import load_keys
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -80,6 +87,70 @@ def _assert_payloads_are_encrypted_and_the_ui_decodes_them(state: Path, info: di
     assert httpx.post(info["codec"] + "/decode", json=sealed.json(), headers=auth, timeout=10).json() == plain
 
 
+def _assert_only_localkube_may_call_the_webhooks(state: Path, info: dict[str, Any]) -> None:
+    """Issue 27, hole 7: anything on the host could post AdmissionReviews to the webhook listener (forged
+    VerdictRefused Events, an oracle of who holds what). localkube presents the stack's client certificate (the
+    webhooks above answered it); a caller without it fails the handshake and is answered nothing."""
+    host, port = info["webhook"].removeprefix("https://").split(":")
+    trust = ssl.create_default_context(cafile=str(state / "webhook-tls" / "ca.crt"))
+    trust.maximum_version = ssl.TLSVersion.TLSv1_2  # (1.3 completes the client's side before the server refuses)
+    with socket.create_connection((host, int(port)), timeout=10) as raw, pytest.raises(ssl.SSLError):
+        trust.wrap_socket(raw, server_hostname=host)
+    with pytest.raises(httpx.HTTPError):
+        httpx.post(info["webhook"] + "/admission/agentruns", json={}, timeout=10,
+                   verify=ssl.create_default_context(cafile=str(state / "webhook-tls" / "ca.crt")))
+    client = state / "webhook-client"
+    ok = ssl.create_default_context(cafile=str(state / "webhook-tls" / "ca.crt"))
+    ok.load_cert_chain(str(client / "client.crt"), str(client / "client.key"))
+    assert httpx.get(info["webhook"] + "/readyz", timeout=10, verify=ok).status_code == 200
+
+
+def _assert_the_state_is_private(state: Path) -> None:
+    """Issue 27, hole 10: endpoints.json (the API token) and localkube's pod directories (tokens, logs) were
+    world-readable. The state directory is its user's alone, and every file holding a secret is 0600."""
+    kubeconfig = state / "kubeconfig"
+    agent = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "Agent", "metadata": {"name": "echo", "namespace": "default"},
+             "spec": {"agents": {"default": {"model": "echo-1"}}, "authRefs": [{"provider": "echo", "secret": ""}]}}
+    run = {"apiVersion": "sympozium.ai/v1alpha1", "kind": "AgentRun", "metadata": {"name": "private", "namespace": "default"},
+           "spec": {"agentRef": "echo", "task": "hello", "cleanup": "keep"}}
+    for obj in (agent, run):
+        made = _kubectl(kubeconfig, "create", "-f", "-", input=json.dumps(obj))
+        assert made.returncode == 0, made.stderr
+    wait_for(lambda: _kubectl(kubeconfig, "get", "agentrun", "private", "-o", "jsonpath={.status.phase}").stdout
+             == "Succeeded", timeout=90, what="a run of the stack to succeed")
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    secret = [state / "endpoints.json", state / "api-tokens", state / "codec-keys", state / "signing-keys",
+              state / "kubeconfig", state / "webhook-tls" / "apiserver.key", state / "webhook-client" / "client.key",
+              state / "webhook-client" / "kubeconfig", state / "localkube" / "admin-token",
+              *state.glob("*.log"), *state.glob("localkube/pods/*/volumes/kube-api-access-*/token"),
+              *state.glob("localkube/pods/*/logs/*.log")]
+    assert len(list(state.glob("localkube/pods/*/logs/*.log"))) >= 1, "the stack ran a pod"
+    for path in secret:
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, f"{path} is {oct(stat.S_IMODE(path.stat().st_mode))}"
+    for d in (state / "localkube", state / "localkube" / "pods", state / "webhook-client"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+
+
+def _assert_nats_takes_only_the_stacks_token(state: Path, info: dict[str, Any]) -> None:
+    """Issue 27: NATS listened without authentication, and its events carry tasks and results. It takes only the
+    stack's token, which the worker used for the run above."""
+    if "nats" not in info:
+        return  # nats-server is not installed: nothing listens
+    token = (state / "nats-token").read_text().strip()
+    assert info["nats_token"] == str(state / "nats-token")
+
+    async def check() -> int:
+        with pytest.raises(nats.errors.Error):
+            await nats.connect(info["nats"], connect_timeout=2, allow_reconnect=False, max_reconnect_attempts=1)
+        nc = await nats.connect(info["nats"], token=token)
+        try:
+            return int((await nc.jetstream().stream_info("sympozium")).state.messages)
+        finally:
+            await nc.close()
+
+    assert asyncio.run(check()) >= 3  # the run's started, phase and completed events
+
+
 def test_up_and_down_accept_the_state_dir_after_the_subcommand(tmp_path: Path) -> None:
     state = tmp_path / "stack"
     up = _agentrun("up", "--state-dir", str(state), "--detach")
@@ -106,6 +177,9 @@ def test_up_and_down_accept_the_state_dir_after_the_subcommand(tmp_path: Path) -
         assert again.returncode == 0, again.stdout + again.stderr
         assert again.stdout.startswith(f"the stack in {state} is already up\nagentrun is up:\n")
         assert f"  api          {info['api']}\n" in again.stdout and "Ctrl-C" not in again.stdout
+        _assert_only_localkube_may_call_the_webhooks(state, info)
+        _assert_the_state_is_private(state)
+        _assert_nats_takes_only_the_stacks_token(state, info)
     finally:
         down = _agentrun("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stdout + down.stderr

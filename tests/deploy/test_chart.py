@@ -82,6 +82,12 @@ WEBHOOK_READ = [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["m
                  "resourceNames": ["agentrun-agentruns"], "verbs": ["get"]}]
 # Cluster-wide even with watchNamespaces: the worker checks that a run's RuntimeClass exists (cluster-scoped).
 RUNTIMECLASS_READ = [{"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get"]}]
+# Cluster-wide even with watchNamespaces: the API asks the cluster who a token is (api/auth.py) and what its caller may
+# do (api/access.py), both cluster-scoped kinds.
+API_REVIEWS = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+               {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
+# The ClusterRoles people are bound to (models/roles.py): no grant to a component, and the same with watchNamespaces.
+PEOPLES_ROLES = ["agentrun-approver", "agentrun-editor", "agentrun-viewer"]
 # Only in the release's namespace: bridge/leader.py's Lease.
 LEASE = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "patch")}
 
@@ -97,7 +103,8 @@ ENV = {
                "AGENTRUN_PRUNE__INTERVAL_SECONDS", "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT",
                "AGENTRUN_VERDICT_WEBHOOK"},
     "api": {"AGENTRUN_HOST", "AGENTRUN_PORT", "AGENTRUN_TOKEN_FILE", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_TRUSTED_CREATORS",
-            "AGENTRUN_NAMESPACES"},
+            "AGENTRUN_NAMESPACES", "AGENTRUN_TOKEN_REVIEW", "AGENTRUN_TOKEN_REVIEW_AUDIENCES",
+            "AGENTRUN_FORWARDED_ALLOW_IPS"},
 }
 
 TLS_ALL = {"temporal": {"address": "ns.acct.tmprl.cloud:7233", "tls": {"existingSecret": "temporal-mtls",
@@ -207,6 +214,8 @@ def test_cluster_wide_rbac_is_exactly_what_the_code_calls(chart: helm.Chart) -> 
     assert webhook_read["rules"] == WEBHOOK_READ
     rc_read = next(r for r in of(docs, "ClusterRole") if r["metadata"]["name"] == "agentrun-worker-runtimeclasses")
     assert rc_read["rules"] == RUNTIMECLASS_READ
+    reviews = next(r for r in of(docs, "ClusterRole") if r["metadata"]["name"] == "agentrun-api-reviews")
+    assert reviews["rules"] == API_REVIEWS
     assert not of(docs, "Role") or all(r["metadata"]["namespace"] == NS for r in of(docs, "Role"))
     lease = of(docs, "Role")
     assert {(g, r, v) for role in lease for rule in role["rules"] for g in rule["apiGroups"]
@@ -215,11 +224,15 @@ def test_cluster_wide_rbac_is_exactly_what_the_code_calls(chart: helm.Chart) -> 
 
 def test_listed_namespaces_get_roles_and_no_cluster_roles(chart: helm.Chart) -> None:
     docs = rendered(chart, {"watchNamespaces": ["team-a", "team-b"]})
-    # The cluster-wide grants left, both reads of cluster-scoped objects: the worker's of RuntimeClasses, the
-    # bridge's of the verdict webhook's configuration.
-    assert sorted((r["metadata"]["name"], r["rules"]) for r in of(docs, "ClusterRole")) == [
-        ("agentrun-bridge-webhook", WEBHOOK_READ), ("agentrun-worker-runtimeclasses", RUNTIMECLASS_READ)]
+    # The cluster-wide grants left, on cluster-scoped objects: the worker's read of RuntimeClasses, the bridge's of
+    # the verdict webhook's configuration, the API's reviews; and the roles people are bound to, which grant no
+    # component anything.
+    assert sorted((r["metadata"]["name"], r["rules"]) for r in of(docs, "ClusterRole")
+                  if r["metadata"]["name"] not in PEOPLES_ROLES) == [
+        ("agentrun-api-reviews", API_REVIEWS), ("agentrun-bridge-webhook", WEBHOOK_READ),
+        ("agentrun-worker-runtimeclasses", RUNTIMECLASS_READ)]
     assert sorted((b["roleRef"]["name"], b["subjects"]) for b in of(docs, "ClusterRoleBinding")) == [
+        ("agentrun-api-reviews", [{"kind": "ServiceAccount", "name": "agentrun-api", "namespace": NS}]),
         ("agentrun-bridge-webhook", [{"kind": "ServiceAccount", "name": "agentrun-bridge", "namespace": NS}]),
         ("agentrun-worker-runtimeclasses",
          [{"kind": "ServiceAccount", "name": "agentrun-worker", "namespace": NS}])]
@@ -334,8 +347,10 @@ def test_cert_manager_issues_the_certificate_and_injects_its_ca(chart: helm.Char
 def test_without_the_webhook_nothing_of_it_is_rendered(chart: helm.Chart) -> None:
     docs = rendered(chart, {"webhook": {"enabled": False}})
     assert of(docs, "ValidatingWebhookConfiguration") == [] and of(docs, "MutatingWebhookConfiguration") == []
-    assert [r["metadata"]["name"] for r in of(docs, "ClusterRole")] == ["agentrun-worker", "agentrun-bridge",
-                                                                        "agentrun-api", "agentrun-worker-runtimeclasses"]
+    assert [r["metadata"]["name"] for r in of(docs, "ClusterRole")] == [
+        "agentrun-worker", "agentrun-bridge", "agentrun-api", "agentrun-worker-runtimeclasses",
+        # roles.yaml: the roles people are bound to, and the API's reviews (no part of the webhook)
+        "agentrun-viewer", "agentrun-editor", "agentrun-approver", "agentrun-api-reviews"]
     assert component_env(docs, "bridge")["AGENTRUN_VERDICT_WEBHOOK"]["value"] == ""  # annotation verdicts: unverified
     assert "AGENTRUN_WEBHOOK_PORT" not in component_env(docs, "api")
     service = next(s for s in of(docs, "Service") if s["metadata"]["name"] == "agentrun-api")

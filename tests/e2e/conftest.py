@@ -23,6 +23,7 @@ from kubernetes.client.rest import ApiException
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from cli.roles import bind, ensure_roles, user
 from cli.stack import NatsServer, TemporalDevServer, free_port, stop_process
 from cli.up import install_crds
 from localkube.testing import Handle
@@ -278,10 +279,18 @@ def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevSe
     server.stop()
 
 
+def allow(api: client.ApiClient, *identities: str, binding: str = "e2e") -> None:
+    """The API's ClusterRoles (viewer, editor, approver) for these token identities in every namespace: the tests
+    that use them are about what the API does, not about RBAC (tests/e2e/test_api_access.py is)."""
+    ensure_roles(api)
+    bind(api, binding, [user(who.split()[0]) for who in identities])
+
+
 @pytest.fixture(scope="session")
 def stack(localkube: Handle, temporal: TemporalDevServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     api = config.new_client_from_config(str(localkube.kubeconfig))
     install_crds(localkube.kubeconfig)
+    allow(api, *API_TOKENS.values(), *OTHER_IDENTITIES)
     logs = tmp_path_factory.mktemp("procs")
     env = _env(localkube.kubeconfig, temporal, f"agentrun-{uuid.uuid4().hex[:6]}")
     nats = NatsServer(tmp_path_factory.mktemp("nats")).start() if NatsServer.available() else None
@@ -303,6 +312,8 @@ TEMPORAL_UI = "http://127.0.0.1:8233"
 # Bearer tokens of the session's API process and the identities they map to.
 API_TOKENS = {"t-alice-0123456789": "alice@example.com", "t-bob-9876543210": "bob@example.com",
               "t-fuzz-0123456789abcdef": "fuzzer@example.com"}
+# Identities other modules' own API processes use (test_gate_durability, test_policy), allowed as those above.
+OTHER_IDENTITIES = ("carol@example.com", "ops@example.com")
 
 
 @pytest.fixture(scope="session")
@@ -315,7 +326,10 @@ def api_server(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     tokens.write_text("# token identity\n" + "".join(f"{t} {who}\n" for t, who in API_TOKENS.items()))
     port = free_port()
     env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port),
-           "AGENTRUN_TEMPORAL_UI_URL": TEMPORAL_UI}
+           "AGENTRUN_TEMPORAL_UI_URL": TEMPORAL_UI,
+           # Every test's requests come from this one host, the wrong tokens of tests about 401s too: the throttle
+           # of failed credentials keeps its defaults on an API of its own (tests/e2e/test_api_access.py).
+           "AGENTRUN_FAILED_AUTH_BURST": "100000"}
     base = f"http://127.0.0.1:{port}"
     with api_process(env, d / "api.log", {base + "/readyz": True}):
         yield base

@@ -28,7 +28,8 @@ def api(api_server: str) -> Iterator[httpx.Client]:
 
 
 def test_the_api_refuses_to_start_without_tokens_unless_told_to(stack: Stack, tmp_path: Path) -> None:
-    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tmp_path / "none"), "AGENTRUN_PORT": str(free_port())}
+    env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tmp_path / "none"), "AGENTRUN_PORT": str(free_port()),
+           "AGENTRUN_TOKEN_REVIEW": "false"}  # with Kubernetes tokens asked of the cluster, it is not open
     out = subprocess.run([sys.executable, "-m", "api"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "refusing to start without API tokens" in (out.stderr + out.stdout)
 
@@ -182,3 +183,49 @@ def test_a_blocked_run_keeps_the_blocked_text_when_time_runs_out(api: httpx.Clie
     assert st["gateVerdict"] == "timeout" and st["result"] == BLOCKED_TEXT
     r = api.post("/api/v1/runs/late/gate-verdict", params={"namespace": namespace}, json={"action": "approve"})
     assert r.status_code == 409
+
+
+NESTED = "[" * 100_000 + "]" * 100_000
+SURROGATE = '"lone \\ud800 half"'
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/api/v1/runs/r/gate-verdict"), ("POST", "/codec/encode"), ("POST", "/codec/decode"),
+    ("POST", "/admission/agentruns"), ("POST", "/admission/agentruns/mutate"), ("POST", "/api/v1/runs"),
+    ("POST", "/api/v1/schedules"), ("PATCH", "/api/v1/schedules/s"),
+])
+def test_deeply_nested_json_is_a_400_on_every_route_that_reads_a_body(api: httpx.Client, namespace: str,
+                                                                      method: str, path: str) -> None:
+    """Issue 27, hole 9: Python's parser recursed into a RecursionError (a 500) on the verdict, codec and admission
+    routes; the body is refused before any route parses it."""
+    r = api.request(method, path, params={"namespace": namespace}, content=NESTED,
+                    headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, (r.status_code, r.text)
+    assert r.json()["detail"] == "body: JSON nested deeper than 100 levels"
+
+
+def test_a_lone_surrogate_in_a_task_reason_or_schedule_task_is_a_400_and_nothing_is_written(
+        api: httpx.Client, stack: Stack, namespace: str) -> None:
+    """Issue 27, hole 9: JSON may spell half a surrogate pair, which no UTF-8 encoder takes (a 500 when written on)."""
+    ns = {"namespace": namespace}
+    _gated(stack, namespace, "held")
+    bodies = [("POST", "/api/v1/runs", '{"agentRef": "helper", "task": ' + SURROGATE + "}"),
+              ("POST", "/api/v1/runs/held/gate-verdict", '{"action": "approve", "reason": ' + SURROGATE + "}"),
+              ("POST", "/api/v1/schedules", '{"name": "s", "agentRef": "helper", "schedule": "@daily", "task": '
+               + SURROGATE + "}")]
+    for method, path, body in bodies:
+        r = api.request(method, path, params=ns, content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400, (path, r.status_code, r.text)
+        assert "lone UTF-16 surrogate (\\ud800)" in r.json()["detail"], r.text
+    assert api.post("/api/v1/schedules", params=ns, json={"name": "s", "agentRef": "helper", "schedule": "@daily",
+                                                          "task": "fine"}).status_code == 201
+    r = api.patch("/api/v1/schedules/s", params=ns, content='{"task": ' + SURROGATE + "}",
+                  headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert api.get("/api/v1/schedules/s", params=ns).json()["spec"]["task"] == "fine"
+    assert [run["name"] for run in api.get("/api/v1/runs", params=ns).json()] == ["held"]
+    assert (stack.get_run(namespace, "held") or {})["status"]["gate"]["state"] == "pending"
+    # A pair of halves is one character, and stays one.
+    r = api.post("/api/v1/runs", params=ns, content='{"agentRef": "helper", "task": "smile \\ud83d\\ude00"}',
+                 headers={"Content-Type": "application/json"})
+    assert r.status_code == 201 and r.json()["spec"]["task"] == "smile \U0001f600", r.text

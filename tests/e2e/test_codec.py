@@ -27,6 +27,8 @@ import httpx
 import pytest
 from kubernetes import client, config
 from playwright.sync_api import expect, sync_playwright
+from temporalio.api.common.v1 import Payload, Payloads, WorkflowExecution
+from temporalio.api.workflowservice.v1 import SignalWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -34,10 +36,10 @@ from temporalio.worker import Replayer
 from cli.stack import VENV_BIN, TemporalDevServer, free_port
 from cli.up import install_crds
 from localkube.testing import running_localkube
-from models.codec import EncryptionCodec, ensure_key_file
+from models.codec import SIGNING_KEYS_HEADER, EncryptionCodec, ensure_key_file
 from models.gate import Verdict
 from models.settings import TemporalSettings
-from tests.e2e.conftest import AGENT_IMAGE, Proc, agent, agent_run, api_process, condition, hook
+from tests.e2e.conftest import AGENT_IMAGE, Proc, agent, agent_run, allow, api_process, condition, hook
 from tests.waiting import wait_for
 from workflows.agent_run import AgentRunWorkflow
 
@@ -65,17 +67,22 @@ class CodecStack:
 def codec_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodecStack]:
     d = tmp_path_factory.mktemp("codec")
     keys = ensure_key_file(d / "codec-keys")
+    signing = ensure_key_file(d / "signing-keys", header=SIGNING_KEYS_HEADER)
     tokens = d / "tokens"
     tokens.write_text(f"{TOKEN} {OPERATOR}\n")
     with running_localkube(d / "kube", job_backoff_seconds=0.2, image_map={
             AGENT_IMAGE: [sys.executable, "-m", "agentrunner"]}) as lk:
         install_crds(lk.kubeconfig)
+        # The operator may read every run: what the codec shows, whoever's it is (api/access.py).
+        with config.new_client_from_config(str(lk.kubeconfig)) as admin:
+            allow(admin, OPERATOR)
         port, front_port = free_port(), free_port()
         base, front = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{front_port}"
         # With its UI behind the front, whose /codec is the API's, as `agentrun up` does.
         temporal = TemporalDevServer(d / "temporal", ui_codec_endpoint=front + "/codec").start()
         env = {**os.environ, "AGENTRUN_TEMPORAL__ADDRESS": temporal.address,
                "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE": str(keys), "AGENTRUN_KUBE__KUBECONFIG": str(lk.kubeconfig),
+               "AGENTRUN_TEMPORAL__SIGNING_KEYS_FILE": str(signing),
                "AGENTRUN_FALLBACK_POLL_SECONDS": "5", "PYTHONUNBUFFERED": "1"}
         procs = [Proc(name, [sys.executable, "-m", name], env, d / f"{name}.log") for name in ("worker", "bridge")]
         procs.append(Proc("ui", [sys.executable, "-m", "cli.uifront", "--port", str(front_port), "--ui",
@@ -308,3 +315,74 @@ async def test_a_verdict_that_claims_our_api_but_arrives_unencrypted_is_recorded
     assert r.status_code == 200, r.text
     st = decided("genuine")
     assert st["gateVerdict"] == "approved" and st["gate"]["decidedBy"] == OPERATOR, st["gate"]
+
+
+async def test_a_verdict_the_codec_server_encrypted_is_no_proof_and_a_signed_one_counts_once_for_its_own_run(
+        codec_stack: CodecStack) -> None:
+    """Issue 27, hole 5: `/codec/encode` encrypts anything for any API token, and encryption was the proof that a
+    verdict came from our API: one encrypted there, naming an approver, was recorded as theirs. Now the API signs its
+    verdicts with a key the codec server never uses: the encrypted forgery is recorded as a Temporal claim, and so is
+    the API's own signed verdict, read back from its history and sent to another run."""
+    ns = "codec-oracle"
+    client.CoreV1Api(codec_stack.kube).create_namespace({"metadata": {"name": ns}})  # type: ignore[arg-type]
+    codec_stack.custom.create_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "agents", agent())
+    gate = {"name": "gate", "image": "busybox:1.36", "gate": True, "command": ["sh", "-c", "true"]}
+    for name in ("oracle", "genuine", "copied"):
+        codec_stack.custom.create_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "agentruns", agent_run(
+            name, lifecycle={"postRun": [gate], "gateTimeout": "10m"}))
+
+    def status(name: str) -> dict[str, Any]:
+        run: dict[str, Any] = codec_stack.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+            "sympozium.ai", "v1alpha1", ns, "agentruns", name)
+        return run.get("status") or {}
+
+    def waiting(name: str) -> str:
+        st = wait_for(lambda: status(name) if (status(name).get("gate") or {}).get("state") == "pending" else None,
+                      timeout=90, what=f"the gate of run {name} to wait")
+        return str(st["workflowId"])
+
+    def decided(name: str) -> dict[str, Any]:
+        return wait_for(lambda: status(name) if status(name).get("phase") == "Succeeded" else None, timeout=60,
+                        what=f"run {name} to finish")
+
+    temporal = await Client.connect(codec_stack.temporal.address, data_converter=pydantic_data_converter)
+
+    async def send(wid: str, payload: Payload) -> None:
+        """A signal with this very payload, as anyone who may write to the Temporal namespace can send one."""
+        await temporal.workflow_service.signal_workflow_execution(SignalWorkflowExecutionRequest(
+            namespace=temporal.namespace, workflow_execution=WorkflowExecution(workflow_id=wid), signal_name="verdict",
+            input=Payloads(payloads=[payload]), identity="mallory"))
+
+    # The oracle: a verdict naming an approver, encrypted by the codec server for a token holder.
+    oracle = waiting("oracle")
+    plain = pydantic_data_converter.payload_converter.to_payloads(
+        [Verdict(action="approve", decided_by="boss@example.com", source="api")])[0]
+    async with httpx.AsyncClient(timeout=30) as http:
+        enc = await http.post(f"{codec_stack.api}/codec/encode", headers={"Authorization": f"Bearer {TOKEN}"},
+                              json={"payloads": [{"metadata": {k: base64.b64encode(v).decode()
+                                                               for k, v in plain.metadata.items()},
+                                                  "data": base64.b64encode(plain.data).decode()}]})
+    assert enc.status_code == 200, enc.text
+    sealed = enc.json()["payloads"][0]
+    assert base64.b64decode(sealed["metadata"]["encoding"]) == b"binary/encrypted"
+    await send(oracle, Payload(metadata={k: base64.b64decode(v) for k, v in sealed["metadata"].items()},
+                               data=base64.b64decode(sealed["data"])))
+    st = decided("oracle")
+    assert st["gateVerdict"] == "approved" and st["gate"]["decidedBy"] == "temporal:boss@example.com", st["gate"]
+    assert st["gate"]["source"] == "temporal"
+
+    # The API's own verdict is signed for its run: its token's identity.
+    genuine = waiting("genuine")
+    async with httpx.AsyncClient(timeout=30) as http:
+        r = await http.post(f"{codec_stack.api}/api/v1/runs/genuine/gate-verdict", params={"namespace": ns},
+                            json={"action": "approve"}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 200, r.text
+    assert decided("genuine")["gate"]["decidedBy"] == OPERATOR
+
+    # Its signed payload, as the history keeps it (encrypted), sent to another run: good for that run only.
+    history = await temporal.get_workflow_handle(genuine).fetch_history()
+    signed = next(e.workflow_execution_update_accepted_event_attributes.accepted_request.input.args.payloads[0]
+                  for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes"))
+    await send(waiting("copied"), signed)
+    st = decided("copied")
+    assert st["gate"]["decidedBy"] == f"temporal:{OPERATOR}" and st["gate"]["source"] == "temporal", st["gate"]

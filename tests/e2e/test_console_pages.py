@@ -163,3 +163,18 @@ def test_agents_and_policies_pages_show_what_they_hold_as_text(
     expect(page.locator("#error")).to_have_text(f'policy "ghost" not found in namespace "{namespace}"')
     page.goto(f"{api_server}/agents/ghost?namespace={namespace}")
     expect(page.locator("#error")).to_have_text(f'agent "ghost" not found in namespace "{namespace}"')
+
+
+def test_the_api_docs_render_from_this_origin_under_the_consoles_policy(api_server: str, page: Page,
+                                                                        tmp_path: Path) -> None:
+    """Issue 27, hole 13: Swagger UI, vendored, renders every operation with nothing fetched from elsewhere and no
+    violation of the page's Content-Security-Policy."""
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    page.goto(f"{api_server}/docs")
+    expect(page.locator(".opblock-summary-path[data-path='/api/v1/runs/{name}/gate-verdict']")).to_have_count(
+        1, timeout=WAIT_MS)
+    expect(page.locator(".opblock-summary-path[data-path='/api/v1/schedules/{name}/backfill']")).to_have_count(1)
+    assert page.evaluate("window.__csp") == []
+    assert requested and all(u.startswith(api_server + "/") for u in requested), requested
+    shot(page, tmp_path, "docs.png")

@@ -23,7 +23,7 @@ from kubernetes.client.rest import ApiException
 from cli import webhooks
 from cli.stack import free_port
 from localkube.certs import ensure_tls
-from tests.e2e.conftest import Stack, agent, agent_run, api_process
+from tests.e2e.conftest import Stack, agent, agent_run, allow, api_process
 from tests.e2e.test_gate import RBAC, annotate, gate_hook
 from tests.e2e.test_requests import audit_lines, requests_of
 from tests.localkube.test_tokens_and_access_reviews import client_as, grant, request_token, sa_subject
@@ -35,8 +35,10 @@ VERDICT, BY = "sympozium.ai/gate-verdict", "sympozium.ai/gate-verdict-by"
 APPROVE = json.dumps({"action": "approve", "reason": "reviewed"})
 # Bearer tokens of this module's API process: identity and groups.
 TOKENS = {"t-alice-authority-01": "alice@example.com", "t-bob-authority-02": "bob@example.com",
-          "t-carol-authority-03": "carol@example.com reviewers", "t-eve-authority-04": "eve@example.com"}
-ALICE, BOB, CAROL, EVE = TOKENS
+          "t-carol-authority-03": "carol@example.com reviewers", "t-eve-authority-04": "eve@example.com",
+          # An identity named like a group entry (issue 27, hole 12), in no group.
+          "t-mallory-authority-05": "group:reviewers"}
+ALICE, BOB, CAROL, EVE, MALLORY = TOKENS
 
 
 @dataclass
@@ -51,6 +53,8 @@ def authority_api(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """`python -m api` as `agentrun up` runs it: the API on HTTP, its webhooks on TLS, the admin kubeconfig trusted
     as the creator it stamps."""
     d = tmp_path_factory.mktemp("authority")
+    # RBAC lets every token approve (and create) everywhere: what is under test is what gatePolicy narrows.
+    allow(stack.api, *TOKENS.values(), binding="authority")
     tls = ensure_tls(d / "tls")
     tokens = d / "tokens"
     tokens.write_text("".join(f"{t} {who}\n" for t, who in TOKENS.items()))
@@ -238,6 +242,24 @@ def test_the_api_lets_only_approvers_decide_and_never_the_runs_creator(
     metrics = httpx.get(authority_api.base + "/metrics", timeout=10).text
     assert sample(metrics, "agentrun_verdicts_refused_total", via="api", rule="gatePolicy.approvers") == 1
     assert sample(metrics, "agentrun_verdicts_refused_total", via="api", rule="gatePolicy.requireDistinctApprover") == 1
+
+
+def test_an_identity_named_like_an_approving_group_is_no_member_of_it(
+        stack: Stack, authority_api: AuthorityApi, protected: str) -> None:
+    """Users and groups are matched as what they are: a token whose identity is literally "group:reviewers" is
+    refused by a policy that lets the group `reviewers` decide; a member of the group is not."""
+    ns = protected
+    reviewed_agent(stack, ns, lifecycle={"postRun": [gate_hook("true")], "gateTimeout": "5m"},
+                   approvers=["group:reviewers"])
+    run = _create(authority_api, ALICE, ns)
+    waiting(stack, ns, run)
+    spoof = _verdict(authority_api, MALLORY, ns, run)
+    assert spoof.status_code == 403, spoof.text
+    assert spoof.json()["detail"] == ('"group:reviewers" may not decide this gate: it is not among the approvers of '
+                                      'policy "review" (gatePolicy.approvers)')
+    member = _verdict(authority_api, CAROL, ns, run)
+    assert member.status_code == 200, member.text
+    assert stack.wait_phase(ns, run)["status"]["gate"]["decidedBy"] == "carol@example.com"
 
 
 def test_an_api_verdict_reads_its_run_agent_and_policy_from_the_apis_views(

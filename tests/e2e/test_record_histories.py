@@ -106,8 +106,9 @@ def _save(shape: str, text: str) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     # Type "AgentRun"; the unprefixed ones are version 1 ("AgentRunWorkflow"); v2- were recorded before the final
     # status moved into the cleanup step (patch final-status-in-cleanup), v3- after, v4- once a run looks at its
-    # Jobs in a local activity (patch observe-locally), v5- once a lost agent pod is started again (patch
-    # agent-restarts; the other shapes' commands are v4's).
+    # Jobs in a local activity (patch observe-locally), v5- once a verdict claiming our API or bridge must carry their
+    # signature (patch signed-verdicts, marked where a run's first verdict arrives: the shapes that get one) and once a
+    # lost agent pod is started again (patch agent-restarts: the agent-restarted shape).
     path = OUT / f"v5-{shape}.json"
     if not path.exists():
         path.write_text(text)

@@ -314,3 +314,44 @@ def test_only_callers_allowed_to_create_reviews_may_ask(
     resources = ok(kubectl("api-resources", "--api-group=authorization.k8s.io", "-o", "name")).split()
     assert {"subjectaccessreviews.authorization.k8s.io",
             "localsubjectaccessreviews.authorization.k8s.io"} <= set(resources)
+
+
+def test_a_token_review_says_who_a_token_is_for_whom_the_review_is_allowed(
+        localkube: Handle, kube: client.ApiClient, kubectl: Kubectl, namespace: str, robot: str) -> None:
+    """TokenReview (authentication.k8s.io/v1), as a server that delegates authentication asks it: a valid token is
+    its ServiceAccount (or the admin) with its groups and audiences; an unknown one, one of another audience, or one
+    whose account is gone is not authenticated. Asking needs `create tokenreviews` (system:auth-delegator)."""
+    auth: Any = client.AuthenticationV1Api(kube)
+    token = request_token(kube, namespace, robot).status.token
+    review = auth.create_token_review({"spec": {"token": token}})
+    assert review.status.authenticated is True
+    assert review.status.user.username == f"system:serviceaccount:{namespace}:{robot}"
+    assert review.status.user.groups == ["system:serviceaccounts", f"system:serviceaccounts:{namespace}",
+                                         "system:authenticated"]
+    assert review.status.user.uid and review.status.audiences == [DEFAULT_AUDIENCE]
+    admin = auth.create_token_review({"spec": {"token": localkube.token}}).status
+    assert (admin.authenticated, admin.user.username) == (True, "admin") and "system:masters" in admin.user.groups
+    for bad in ("not-a-token", token):
+        spec: Obj = {"token": bad, "audiences": ["https://other.example"]} if bad == token else {"token": bad}
+        status = auth.create_token_review({"spec": spec}).status
+        assert status.authenticated is not True and status.error, status
+    cast(Any, client.CoreV1Api(kube)).delete_namespaced_service_account(robot, namespace)
+    assert auth.create_token_review({"spec": {"token": token}}).status.authenticated is not True
+
+    caller = f"system:serviceaccount:{namespace}:auditor"
+    with client_as(localkube, impersonate=caller) as api:
+        asker: Any = client.AuthenticationV1Api(api)
+        with pytest.raises(ApiException) as e:
+            asker.create_token_review({"spec": {"token": "x"}})
+        assert e.value.status == 403
+        cast(Any, client.RbacAuthorizationV1Api(kube)).create_cluster_role_binding({
+            "metadata": {"name": f"{namespace}-delegator"},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "system:auth-delegator"},
+            "subjects": [sa_subject(namespace, "auditor")]})
+        try:
+            status = asker.create_token_review({"spec": {"token": "x"}}).status
+            assert status.authenticated is not True
+        finally:
+            cast(Any, client.RbacAuthorizationV1Api(kube)).delete_cluster_role_binding(f"{namespace}-delegator")
+    resources = ok(kubectl("api-resources", "--api-group=authentication.k8s.io", "-o", "name")).split()
+    assert "tokenreviews.authentication.k8s.io" in resources

@@ -184,3 +184,14 @@ def test_only_listed_identities_or_groups_may_decide_and_never_the_creator_when_
     assert open_gate.refusal("anyone", creator="alice", policy="p") is None
     assert open_gate.refusal("alice", creator="alice", policy="p") is not None
     assert open_gate.refusal("alice", creator=None, policy="p") is None
+
+
+def test_an_identity_named_like_a_group_entry_is_no_member_of_that_group() -> None:
+    """Users and groups are matched as what they are (issue 27, hole 12): an identity literally named
+    "group:reviewers" does not pass `group:reviewers`, and a group named like an approving user does not either."""
+    gate = rules_of({"gatePolicy": {"approvers": ["alice", "group:reviewers"]}}, "review").gate
+    spoof = gate.refusal("group:reviewers", creator=None, policy="review")
+    assert spoof is not None and spoof.rule == "gatePolicy.approvers"
+    assert gate.refusal("mallory", ["alice"], creator=None, policy="review") is not None
+    assert gate.refusal("carol", ["reviewers"], creator=None, policy="review") is None
+    assert gate.refusal("alice", creator=None, policy="review") is None

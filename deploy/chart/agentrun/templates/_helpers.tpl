@@ -188,3 +188,95 @@ affinity:
 {{- define "agentrun.rbacNamespaces" -}}
 {{- toJson .Values.watchNamespaces -}}
 {{- end -}}
+
+{{/* The Secret holding the verdict signing keys (models/signing.py): the user's, or the one templates/signing.yaml
+makes. Mounted in the worker (verifies), the bridge and the API (sign) only. */}}
+{{- define "agentrun.signingSecret" -}}
+{{- .Values.signing.existingSecret | default (printf "%s-signing-keys" (include "agentrun.fullname" .)) -}}
+{{- end -}}
+
+{{- define "agentrun.signingEnv" -}}
+{{- if .Values.signing.enabled }}
+- name: AGENTRUN_TEMPORAL__SIGNING_KEYS_FILE
+  value: /etc/agentrun/signing/{{ .Values.signing.key }}
+{{- end }}
+{{- end -}}
+
+{{- define "agentrun.signingVolume" -}}
+{{- if .Values.signing.enabled }}
+- name: signing-keys
+  secret:
+    secretName: {{ include "agentrun.signingSecret" . }}
+    defaultMode: 0400
+    items:
+      - key: {{ .Values.signing.key }}
+        path: {{ .Values.signing.key }}
+{{- end }}
+{{- end -}}
+
+{{- define "agentrun.signingMount" -}}
+{{- if .Values.signing.enabled }}
+- name: signing-keys
+  mountPath: /etc/agentrun/signing
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* NATS credentials and TLS for the worker (the only component that publishes run events), from Secrets. */}}
+{{- define "agentrun.natsEnv" -}}
+{{- $a := .Values.nats.auth -}}
+{{- if $a.existingSecret }}
+{{- if eq $a.type "token" }}
+- name: AGENTRUN_NATS__TOKEN_FILE
+  value: /etc/agentrun/nats-auth/token
+{{- else if eq $a.type "userPassword" }}
+- name: AGENTRUN_NATS__USER
+  value: {{ $a.user | quote }}
+- name: AGENTRUN_NATS__PASSWORD_FILE
+  value: /etc/agentrun/nats-auth/password
+{{- else }}
+- name: AGENTRUN_NATS__CREDS_FILE
+  value: /etc/agentrun/nats-auth/creds
+{{- end }}
+{{- end }}
+{{- if .Values.nats.tls.existingSecret }}
+{{- if .Values.nats.tls.serverCA }}
+- name: AGENTRUN_NATS__CA_FILE
+  value: /etc/agentrun/nats-tls/ca.crt
+{{- end }}
+{{- if .Values.nats.tls.clientCert }}
+- name: AGENTRUN_NATS__CERT_FILE
+  value: /etc/agentrun/nats-tls/tls.crt
+- name: AGENTRUN_NATS__KEY_FILE
+  value: /etc/agentrun/nats-tls/tls.key
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "agentrun.natsVolumes" -}}
+{{- if .Values.nats.auth.existingSecret }}
+- name: nats-auth
+  secret:
+    secretName: {{ .Values.nats.auth.existingSecret }}
+    defaultMode: 0400
+{{- end }}
+{{- if .Values.nats.tls.existingSecret }}
+- name: nats-tls
+  secret:
+    secretName: {{ .Values.nats.tls.existingSecret }}
+    defaultMode: 0400
+{{- end }}
+{{- end -}}
+
+{{- define "agentrun.natsMounts" -}}
+{{- if .Values.nats.auth.existingSecret }}
+- name: nats-auth
+  mountPath: /etc/agentrun/nats-auth
+  readOnly: true
+{{- end }}
+{{- if .Values.nats.tls.existingSecret }}
+- name: nats-tls
+  mountPath: /etc/agentrun/nats-tls
+  readOnly: true
+{{- end }}
+{{- end -}}
