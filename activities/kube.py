@@ -51,7 +51,7 @@ from models.names import (
 )
 from models.resolve import ResolvedRun, RunRef
 from models.run import Phase, StatusUpdate
-from models.skills import sidecar_account
+from models.skills import sidecar_account, sidecar_cluster_role
 from models.slots import slot_limit
 from models.steps import (
     BeginRun,
@@ -80,7 +80,7 @@ from . import skill_manifests as skm
 from .errors import application_error, kube_activity
 from .events import EventActivities
 from .manifests import RUN_MARKER, SKIP_MARKER
-from .results import AgentOutcome, agent_outcome, skip_reason
+from .results import AgentOutcome, agent_outcome, lost_outcome, lost_why, skip_reason
 
 RUN_GONE = "RunGone"
 LOG_TAIL_LINES = 1000
@@ -122,7 +122,8 @@ def _termination_message(pod: Any, container: str) -> str:
 class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
                  qps: float = 50.0, burst: int = 100, events: EventActivities | None = None,
-                 informer: Informer | None = None, keep_log_bytes: int = run_logs.DEFAULT_KEEP_LOG_BYTES) -> None:
+                 informer: Informer | None = None, keep_log_bytes: int = run_logs.DEFAULT_KEEP_LOG_BYTES,
+                 agent_restarts: int = 0, tools_image: str = "") -> None:
         self.kube = Kube(api, qps=qps, burst=burst)
         # The worker's shared view of Jobs, pods, Agents and policies: looks are answered from it where it can.
         self.informer = informer
@@ -133,6 +134,10 @@ class KubeActivities:
         self.node = client.NodeV1Api(api)
         self.default_image = default_image
         self.fallback_poll_seconds = fallback_poll_seconds
+        # How often a run's agent is started again after its pod was lost (its runs keep a journal for it).
+        self.agent_restarts = agent_restarts
+        # The tools container's image (where a run without a sandbox runs its commands); "": the run's own image.
+        self.tools_image = tools_image
         self._agent_accounts: dict[str, float] = {}  # namespace -> when its agent ServiceAccount was last ensured
         self.keep_log_bytes = keep_log_bytes  # of each container's log, kept at cleanup (0: none)
 
@@ -357,13 +362,15 @@ class KubeActivities:
         attempt's, or a leftover of a deleted same-named run) is replaced: the worker never reads nor patches a
         Secret, so its Role grants only create and delete on them (the names `sympozium-skill-*` are ours)."""
         ns, uid = run.ref.namespace, run.ref.uid
-        for sa, secret, role, binding in mf.skill_rbac(run):
+        for pack, (sa, secret, role, binding) in zip(run.sidecars, mf.skill_rbac(run), strict=True):
             name = sa["metadata"]["name"]
             await self._create(self.core.create_namespaced_service_account, ns, sa,
                                read=self.core.read_namespaced_service_account, uid=uid)
             await self._create(self.rbac.create_namespaced_role, ns, role, read=self.rbac.read_namespaced_role, uid=uid)
             await self._create(self.rbac.create_namespaced_role_binding, ns, binding,
                                read=self.rbac.read_namespaced_role_binding, uid=uid)
+            for body in skm.sidecar_cluster_rbac(run, pack):
+                await self._create_cluster_rbac(body, uid)
             answer = await self._call(self.core.create_namespaced_service_account_token, name, ns,
                                       skm.token_request(run), action=f"request a token for ServiceAccount {name}")
             token = base64.b64encode(answer.status.token.encode()).decode()
@@ -392,14 +399,40 @@ class KubeActivities:
             await self._delete(self.core.delete_namespaced_secret, name, ns)
             await self._call(self.core.create_namespaced_secret, ns, body, action=f"create Secret {name}")
 
+    async def _create_cluster_rbac(self, body: dict[str, Any], uid: str) -> None:
+        """A sidecar's per-run ClusterRole or ClusterRoleBinding (no namespace, no owner): created, or adopted when
+        its run-uid label says it is this run's (a retried step made it). The worker may only grant what it holds: a
+        clusterRBAC beyond the chart's worker.grantableClusterRules is refused (Forbidden), and so is the run."""
+        kind, name = body["kind"], body["metadata"]["name"]
+        create, read = ((self.rbac.create_cluster_role, self.rbac.read_cluster_role) if kind == "ClusterRole" else
+                        (self.rbac.create_cluster_role_binding, self.rbac.read_cluster_role_binding))
+        try:
+            await self._call(create, body, action=f"create {kind} {name}")
+            return
+        except Conflict:
+            pass
+        existing = await self._call(read, name, action=f"read {kind} {name}")
+        if (existing.metadata.labels or {}).get(LABEL_RUN_UID) != uid:
+            raise ApplicationError(f"{kind} {name} belongs to another run; waiting for it to go", type="LeftoverObject")
+
     async def _delete_skill_rbac(self, run: ResolvedRun) -> None:
         ns, uid = run.ref.namespace, run.ref.uid
         for p in run.sidecars:
             name = sidecar_account(run.ref.name, p.name)
-            # The Secret first (by name: the worker reads no Secret), then the RoleBinding, Role and account: the
-            # token stops working with its account.
+            # The cluster-wide grant first (the binding, then the role), then the Secret (by name: the worker reads no
+            # Secret), the RoleBinding, Role and account: the token stops working with its account.
+            if p.sidecar is not None and p.sidecar.cluster_rules:
+                cluster = sidecar_cluster_role(ns, run.ref.name, uid, p.name)
+                await self._delete_cluster(self.rbac.delete_cluster_role_binding, cluster)
+                await self._delete_cluster(self.rbac.delete_cluster_role, cluster)
             await self._delete(self.core.delete_namespaced_secret, name, ns)
             await self._delete_rbac(ns, name, uid)
+
+    async def _delete_cluster(self, fn: Callable[..., Any], name: str) -> None:
+        try:
+            await self._call(fn, name, body={"propagationPolicy": "Background"}, action=f"delete {name}")
+        except NotFound:
+            return
 
     async def _ensure_agent_account(self, ns: str) -> None:
         """The namespace's shared agent ServiceAccount exists: made (or found) at most once a minute per
@@ -445,7 +478,8 @@ class KubeActivities:
         elif req.component == "agent-run":
             await self._ensure_skill_rbac(run)
             await self._ensure_input(run, req.attempt)
-            body = mf.agent_job(run, workflow_id=req.workflow_id, attempt=req.attempt, task=req.task)
+            body = mf.agent_job(run, workflow_id=req.workflow_id, attempt=req.attempt, task=req.task,
+                                restart=req.restart, deadline_seconds=req.deadline_seconds)
         else:
             body = mf.postrun_job(run, workflow_id=req.workflow_id, agent_exit_code=req.agent_exit_code,
                                   agent_result=req.agent_result, component=req.component, gate_only=req.gate_only,
@@ -584,17 +618,23 @@ class KubeActivities:
         return await self._agent_outcome(req.job, await self._pod_of(req.job), timed_out=req.timed_out)
 
     async def _agent_outcome(self, job: JobRef, pod: Any | None, *, timed_out: bool) -> AgentOutcome:
+        """What the agent said (its marker, else its exit code and last lines); an agent whose pod was ended from
+        outside before it reported a result is `lost` (results.lost_why), so the run may start it again."""
         if pod is None:
             if timed_out:
                 return agent_outcome("", None, timed_out=True)
-            return AgentOutcome(status="error", error=f"agent Job {job.name} has no pod", exit_code=1)
+            return lost_outcome(job.name, None, lost_why(None) or "", None)
         exit_code = None
         for cs in pod.status.container_statuses or []:
             if cs.name == "agent" and cs.state and cs.state.terminated:
                 exit_code = cs.state.terminated.exit_code
         log = await self._log(job.namespace, pod.metadata.name, "agent")
         outcome = agent_outcome(log, exit_code, timed_out=timed_out)
-        activity.logger.info("agent %s: %s (exit %s)", job.name, outcome.status, outcome.exit_code)
+        why = None if timed_out or outcome.status != "error" else lost_why(pod)
+        if why is not None:
+            outcome = lost_outcome(job.name, pod.metadata.name, why, exit_code, said=outcome)
+        activity.logger.info("agent %s: %s (exit %s)%s", job.name, outcome.status, outcome.exit_code,
+                             f"; its pod {why}" if why else "")
         return outcome
 
     @activity.defn
@@ -706,6 +746,11 @@ class KubeActivities:
         """Read the run, add the finalizer, resolve the spec against its Agent and policy, and write Pending."""
         resolution = await self.resolve_run(StartRun(ref=req.ref, resource_version=req.resource_version,
                                                      finalizers=req.finalizers))
+        if resolution.resolved is not None:
+            # Fixed with the rest of the run's input: a run's restarts (and so its journal and workspace) and its
+            # tools container's image never change in flight, whatever the worker's settings become.
+            resolution.resolved.agent_restarts = self.agent_restarts
+            resolution.resolved.tools_image = self.tools_image
         status = AgentRunStatus(phase=Phase.PENDING, started_at=req.started_at, workflow_id=req.workflow_id,
                                 observed_generation=req.ref.generation, lifecycle_author=resolution.lifecycle_author)
         await self._write_status(req.ref, StatusUpdate(status=status), first=True)
@@ -717,7 +762,7 @@ class KubeActivities:
         workspace = None
         if req.prepare:
             await self.ensure_lifecycle_rbac(req.job)
-            if req.job.run.has_hooks:
+            if req.job.run.has_workspace:
                 workspace = await self._ensure_workspace(req.job)
         version = None
         if req.clear_verdict:
@@ -797,7 +842,7 @@ class KubeActivities:
                     if not job.labelled:  # made before the run-uid label: one by one
                         await self._delete(self.batch.delete_namespaced_job, job.name, ns, propagation="Foreground",
                                            uid=job.uid)
-            if run.has_hooks:
+            if run.has_workspace:
                 if req.workspace_uid:
                     await self._delete(self.core.delete_namespaced_persistent_volume_claim, workspace_name(name), ns,
                                        uid=req.workspace_uid)

@@ -8,10 +8,13 @@ the run's labels, so a retried create finds (and adopts) what an earlier attempt
 from __future__ import annotations
 
 import base64
+import json
 from copy import deepcopy
 from typing import Any
 
+from activities import exec_manifests as xm
 from activities import skill_manifests as skm
+from agentrunner.executor import TARGET_SANDBOX
 from models import names
 from models.bounds import ENV_TEXT_MAX_BYTES, utf8_len
 from models.names import (
@@ -26,7 +29,7 @@ from models.names import (
     MANAGED_BY,
     Component,
 )
-from models.resolve import ResolvedHook, ResolvedRun
+from models.resolve import ResolvedHook, ResolvedRun, mcp_auth_env
 from models.resources import HELPER_DEFAULT
 from models.skills import sidecar_account
 
@@ -46,6 +49,11 @@ AUTH_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "AZU
 # reads last (and agentrunner/config.py too).
 API_KEY_SECRET_KEY = "apiKey"
 API_KEY_ENV = "PROVIDER_API_KEY"
+# The key of an MCP server's authSecret holding its bearer token when the Agent names none (Sympozium's default).
+MCP_AUTH_KEY = "token"
+# The agent's journal (SPEC §9): the workspace PVC's `state` directory, mounted here in the agent container only.
+STATE_PATH = "/agentrun/state"
+STATE_SUBPATH = "state"
 
 
 def lifecycle_name(run: ResolvedRun) -> str:
@@ -124,14 +132,14 @@ def workspace_pvc(run: ResolvedRun) -> Manifest:
 
 
 def _volumes(run: ResolvedRun) -> list[Manifest]:
-    if run.has_hooks:
+    if run.has_workspace:
         return [{"name": "workspace", "persistentVolumeClaim": {"claimName": workspace_name(run)}},
                 {"name": "tmp", "emptyDir": {}}]
     return [{"name": "workspace", "emptyDir": {}}, {"name": "ipc", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
 
 
 def _mounts(run: ResolvedRun) -> list[Manifest]:
-    if run.has_hooks:
+    if run.has_workspace:
         return [{"name": "workspace", "mountPath": "/workspace", "subPath": "workspace"},
                 {"name": "workspace", "mountPath": "/ipc", "subPath": "ipc"},
                 {"name": "tmp", "mountPath": "/tmp"}]
@@ -184,12 +192,15 @@ def _hook_container(hook: ResolvedHook, component: Component, env: list[Manifest
 
 
 def _job(run: ResolvedRun, component: Component, *, workflow_id: str, pod_spec: Manifest,
-         deadline_seconds: int, attempt: int = 1) -> Manifest:
-    name = job_name(run, component, attempt)
+         deadline_seconds: int, attempt: int = 1, restart: int = 0) -> Manifest:
+    name = names.job_name(run.ref.name, component, attempt, restart)
     if run.image_pull_secrets:  # every pod of the run: hooks' images may be as private as the agent's
         pod_spec = {**pod_spec, "imagePullSecrets": [{"name": n} for n in run.image_pull_secrets]}
     spec: Manifest = {
         "backoffLimit": 0,
+        # A pod deleted or evicted is not replaced while it terminates (the default would start a second agent
+        # beside the dying one, on the same journal, until the Job fails); the workflow decides what follows.
+        "podReplacementPolicy": "Failed",
         "activeDeadlineSeconds": max(1, deadline_seconds),
         "template": {"metadata": {"labels": labels(run, component)},
                      "spec": {"restartPolicy": "Never", "securityContext": deepcopy(SECURE_POD), **pod_spec}},
@@ -259,7 +270,10 @@ def _text_env(run: ResolvedRun, name: str, text: str) -> list[Manifest]:
     return [{"name": name, "value": text}]
 
 
-def agent_env(run: ResolvedRun) -> list[Manifest]:
+def agent_env(run: ResolvedRun, pod: list[Manifest] | None = None) -> list[Manifest]:
+    """The agent container's env: SPEC §3.5's variables, its key (by reference), then what the pod tells it (`pod`:
+    its command targets, tools, policy, journal), then spec.env sorted by key, which may name none of the others
+    (models/policy.py RESERVED_AGENT_ENV)."""
     m = run.model
     env = _env([
         ("AGENT_RUN_ID", run.ref.name),
@@ -283,35 +297,82 @@ def agent_env(run: ResolvedRun) -> list[Manifest]:
                 for k in AUTH_KEYS]
         env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": m.auth_secret_ref,
                                                                          "key": API_KEY_SECRET_KEY, "optional": True}}})
-    return env + _spec_env(run)
+    return env + (pod or []) + _spec_env(run)
 
 
-def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str | None = None) -> Manifest:
+def _tools_env(run: ResolvedRun) -> list[Manifest]:
+    """The policy's tool rules and the Agent's MCP servers, as the agent reads them (agentrunner/policy.py,
+    agentrunner/tools/mcp.py). An MCP server's token comes from its authSecret by reference, never as a value."""
+    env: list[Manifest] = []
+    if run.tool_rules:
+        env.append({"name": "AGENT_TOOL_POLICY", "value": run.tool_rules})
+    if run.mcp_servers:
+        servers = []
+        for srv in run.mcp_servers:
+            entry: dict[str, Any] = {"name": srv.name, "url": srv.url, "toolsPrefix": srv.tools_prefix,
+                                     "authEnv": mcp_auth_env(srv.name)}
+            if srv.timeout:
+                entry["timeout"] = srv.timeout
+            for key, value in (("headers", srv.headers), ("toolsAllow", srv.tools_allow),
+                               ("toolsDeny", srv.tools_deny)):
+                if value:
+                    entry[key] = value
+            servers.append(entry)
+        env.append({"name": "AGENT_MCP_SERVERS", "value": json.dumps(servers, separators=(",", ":"))})
+        env += [{"name": mcp_auth_env(srv.name), "valueFrom": {"secretKeyRef": {
+            "name": srv.auth_secret, "key": srv.auth_key or MCP_AUTH_KEY, "optional": True}}}
+            for srv in run.mcp_servers if srv.auth_secret]
+    return env
+
+
+def state_dir(attempt: int) -> str:
+    """The agent's journal directory (AGENT_STATE_DIR) of one attempt: each attempt of a retried run has its own
+    task, so its own journal; a restart of that attempt continues the same one."""
+    return f"{STATE_PATH}/attempt-{attempt}"
+
+
+def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str | None = None, restart: int = 0,
+              deadline_seconds: int | None = None) -> Manifest:
     """The agent's Job; a retried attempt has its own name and the task that carries the reviewer's feedback (cut
-    to fit an env var, models/gate.py). A long task or system prompt is read from the run's input Secret."""
-    env = agent_env(run)
+    to fit an env var, models/gate.py); a long task or system prompt is read from the run's input Secret. A
+    restart (the agent's pod was lost) has its own name too, the same environment and journal, and what is left
+    of the run's time (`deadline_seconds`).
+
+    Its pod: the agent container (the key, never a command), the container where its commands run (the sandbox, or
+    a tools container), each SkillPack's sidecar (its own token and RBAC), all wrapped by the executor and joined
+    by its volume (activities/exec_manifests.py)."""
+    pod_env = xm.agent_exec_env(run) + skm.agent_skill_env(run) + _tools_env(run)
+    mounts = _mounts(run) + skm.agent_skill_mounts(run) + [xm.agent_exec_mount()]
+    if run.journal:
+        # The journal is on the workspace PVC beside /workspace, mounted by the agent container alone: commands
+        # (the tools container, sidecars) and hooks write /workspace, never the record of what already happened.
+        pod_env.append({"name": "AGENT_STATE_DIR", "value": state_dir(attempt)})
+        mounts.append({"name": "workspace", "mountPath": STATE_PATH, "subPath": STATE_SUBPATH})
+    env = agent_env(run, pod_env)
     if task is not None:
         env = [{"name": "TASK", "value": task} if e["name"] in ("TASK", "TASK_FILE") else e for e in env]
-    env += skm.agent_skill_env(run)
-    mounts, volumes = _mounts(run) + skm.agent_skill_mounts(run), _volumes(run) + skm.skills_volumes(run)
+    volumes = _volumes(run) + xm.exec_volumes() + skm.skills_volumes(run)
     if _long_inputs(run):
         mounts.append({"name": INPUT_VOLUME, "mountPath": INPUT_PATH, "readOnly": True})
         volumes.append({"name": INPUT_VOLUME, "secret": {"secretName": names.input_name(run.ref.name)}})
     agent = {"name": "agent", "image": run.image, "env": env, "volumeMounts": mounts,
              "securityContext": dict(SECURE_CONTAINER), "resources": run.resources.wire()}
+    workspace = next(m for m in _mounts(run) if m["mountPath"] == "/workspace")
+    if run.sandbox_sidecar is not None:
+        runner = sandbox_container(run, workspace)
+    else:
+        runner = xm.tools_container(run, workspace=workspace, skills=skm.agent_skill_mounts(run),
+                                    resources=run.tools_resources.wire(), security=SECURE_CONTAINER)
     pod: Manifest = {"serviceAccountName": AGENT_SERVICE_ACCOUNT, "automountServiceAccountToken": False,
+                     "initContainers": [runner, *skm.sidecar_containers(run, _mounts(run))],
                      "containers": [agent], "volumes": volumes}
-    sidecars = skm.sidecar_containers(run, _mounts(run))
-    if sidecars:
-        pod["initContainers"] = sidecars
     if run.model.node_selector:
         pod["nodeSelector"] = dict(run.model.node_selector)
     if run.runtime_class_name:
         pod["runtimeClassName"] = run.runtime_class_name
-    if run.sandbox_sidecar is not None:
-        pod["initContainers"] = [sandbox_container(run), *pod.get("initContainers", [])]
-    job = _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod, deadline_seconds=run.timeout_seconds,
-               attempt=attempt)
+    job = _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod,
+               deadline_seconds=run.timeout_seconds if deadline_seconds is None else deadline_seconds,
+               attempt=attempt, restart=restart)
     pod_spec = job["spec"]["template"]["spec"]
     if run.seccomp_profile:
         pod_spec["securityContext"]["seccompProfile"] = {"type": run.seccomp_profile}
@@ -320,15 +381,16 @@ def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str
     return job
 
 
-def sandbox_container(run: ResolvedRun) -> Manifest:
+def sandbox_container(run: ResolvedRun, workspace: Manifest) -> Manifest:
     """Sympozium's `sandbox` sidecar (`sleep infinity`, read-only root, ALL dropped, /workspace and /tmp), as a native
     sidecar (an init container with restartPolicy Always): Sympozium's controller reads the agent container's end
-    itself, ours waits for the Job, which a plain `sleep infinity` container would never let complete."""
+    itself, ours waits for the Job, which a plain `sleep infinity` container would never let complete. Its command
+    runs under the executor, so the run's commands run here; its /tmp is its own, not the agent's."""
     sidecar = run.sandbox_sidecar
     assert sidecar is not None
-    mounts = [m for m in _mounts(run) if m["mountPath"] in ("/workspace", "/tmp")]
     c: Manifest = {"name": "sandbox", "image": sidecar.image, "restartPolicy": "Always",
-                   "command": ["sleep", "infinity"], "volumeMounts": mounts,
+                   "command": xm.wrapped(TARGET_SANDBOX, ["sleep", "infinity"]),
+                   "volumeMounts": [workspace, xm.exec_tmp_mount(), xm.target_mount(TARGET_SANDBOX)],
                    "securityContext": dict(SECURE_CONTAINER), "resources": sidecar.resources.wire()}
     if sidecar.image_pull_policy:
         c["imagePullPolicy"] = sidecar.image_pull_policy

@@ -24,8 +24,16 @@ from temporalio import activity
 from models.agent import normalize_agent
 from models.agentrun import TERMINAL_PHASES
 from models.base import FieldProblem
-from models.kube import Conflict, Kube, NotFound
-from models.names import AGENTRUNS, GROUP, VERSION
+from models.kube import Conflict, Forbidden, Kube, NotFound
+from models.names import (
+    AGENTRUNS,
+    GROUP,
+    LABEL_COMPONENT,
+    LABEL_RUN,
+    LABEL_RUN_NAMESPACE,
+    LABEL_RUN_UID,
+    VERSION,
+)
 from models.prune import AgentHistory, PruneRequest, PruneSummary
 from models.timestamps import parse_rfc3339
 
@@ -198,7 +206,54 @@ class PruneActivities:
             if h.deleted:
                 activity.logger.info("pruned %d runs of Agent %s/%s (keeping %d, limit %d from %s)", h.deleted,
                                      h.namespace, h.agent, h.kept, h.limit, h.limit_source)
-        return PruneSummary(listed=len(runs), deleted=sum(deleted.values()), agents=plan.agents)
+        removed = await self._sweep_cluster_rbac(req.namespaces)
+        return PruneSummary(listed=len(runs), deleted=sum(deleted.values()), agents=plan.agents,
+                            cluster_rbac_removed=removed)
+
+    async def _sweep_cluster_rbac(self, namespaces: list[str]) -> int:
+        """Remove SkillPack sidecars' per-run ClusterRoles and bindings whose run is gone or has ended: a run's
+        cleanup removes its own, but a run deleted without its cleanup (its finalizer removed by hand, its workflow
+        terminated) leaves them, and nothing owns a cluster-scoped object of a namespaced run. Each is looked at
+        again (its run read) right before it goes, so a run that started since cannot lose its grant. A worker that
+        may not list them (the chart grants none when worker.grantableClusterRules is empty) has none to sweep."""
+        removed = 0
+        for kind, listing, delete in (
+                ("ClusterRoleBinding", self.kube.rbac.list_cluster_role_binding,
+                 self.kube.rbac.delete_cluster_role_binding),
+                ("ClusterRole", self.kube.rbac.list_cluster_role, self.kube.rbac.delete_cluster_role)):
+            try:
+                found = await self._call(listing, label_selector=f"{LABEL_COMPONENT}=skill,{LABEL_RUN_UID}",
+                                         action=f"list {kind}s of runs' sidecars")
+            except Forbidden:
+                return removed
+            for obj in found.items:
+                labels = obj.metadata.labels or {}
+                ns, run = labels.get(LABEL_RUN_NAMESPACE, ""), labels.get(LABEL_RUN, "")
+                if namespaces and ns not in namespaces:
+                    continue
+                if await self._run_holds(ns, run, labels.get(LABEL_RUN_UID, "")):
+                    continue
+                try:
+                    await self._call(delete, obj.metadata.name, body={"preconditions": {"uid": obj.metadata.uid}},
+                                     action=f"delete {kind} {obj.metadata.name}")
+                except (NotFound, Conflict):
+                    continue
+                activity.logger.info("removed %s %s: its run %s/%s is gone or has ended", kind, obj.metadata.name,
+                                     ns, run)
+                removed += 1
+            activity.heartbeat(f"swept {kind}s")
+        return removed
+
+    async def _run_holds(self, ns: str, name: str, uid: str) -> bool:
+        """The run of that uid still exists and has not ended (its sidecar may still need its grant)."""
+        if not (ns and name and uid):
+            return False
+        try:
+            obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS, name,
+                                   action=f"read AgentRun {ns}/{name}")
+        except NotFound:
+            return False
+        return run_entry(obj).uid == uid and not run_entry(obj).prunable and not run_entry(obj).deleting
 
 
 __all__ = ["PruneActivities", "RunEntry", "age_key", "agent_limit", "run_entry", "select_for_pruning"]

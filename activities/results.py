@@ -7,6 +7,7 @@ wins. Without a marker, the container's exit code and the last log lines decide.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from models.steps import RESULT_MAX_BYTES, AgentOutcome, Metrics
 
@@ -44,10 +45,12 @@ def _metric(raw: object) -> int:
 def _metrics(raw: object) -> Metrics:
     if not isinstance(raw, dict):
         return Metrics()
-    values = [_metric(raw.get(k)) for k in ("inputTokens", "outputTokens", "toolCalls", "durationMs")]
+    values = [_metric(raw.get(k)) for k in ("inputTokens", "outputTokens", "toolCalls", "durationMs",
+                                            "cachedInputTokens")]
     if any(v < 0 for v in values):
         return Metrics()
-    return Metrics(input_tokens=values[0], output_tokens=values[1], tool_calls=values[2], duration_ms=values[3])
+    return Metrics(input_tokens=values[0], output_tokens=values[1], tool_calls=values[2], duration_ms=values[3],
+                   cached_input_tokens=min(values[4], values[0]))
 
 
 def last_lines(log: str, n: int = 5, limit: int = 500) -> str:
@@ -94,6 +97,55 @@ def _outcome(log: str, exit_code: int | None, *, timed_out: bool) -> AgentOutcom
     return AgentOutcome(status="error", error=message, exit_code=code)
 
 
+# How the control plane of a cluster says that it, not the pod's own containers, ended a pod: the DisruptionTarget
+# condition's reasons (kube-apiserver's eviction, the scheduler, the taint manager, the pod garbage collector, the
+# kubelet) and the pod reasons the kubelet and the node lifecycle controller write.
+DISRUPTIONS = {"EvictionByEvictionAPI": "evicted", "PreemptionByScheduler": "preempted by the scheduler",
+               "DeletionByTaintManager": "deleted for a NoExecute taint of its node",
+               "DeletionByPodGC": "deleted by the pod garbage collector (its node is gone)",
+               "TerminationByKubelet": "stopped by its node's kubelet (node pressure or shutdown)"}
+POD_REASONS = {"Evicted": "evicted by its node's kubelet", "NodeLost": "lost with its node",
+               "Terminated": "stopped by its node's shutdown", "Shutdown": "stopped by its node's shutdown",
+               "NodeShutdown": "stopped by its node's shutdown", "UnexpectedAdmissionError": "refused by its node"}
+
+
+def lost_why(pod: Any | None) -> str | None:
+    """Why the agent's pod ended without the agent having ended it (None: the agent's own end, or still running).
+
+    A pod that is gone (deleted: a real Job's pod goes once it failed and its tracking finalizer is dropped), that
+    carries a deletion timestamp, the DisruptionTarget condition or a reason of the node's, or whose agent
+    container's state was lost with its node, was stopped from outside: started again, the agent continues
+    from its journal. A container that exits by itself (a crash, an OOM kill, an error) is the agent's own end."""
+    if pod is None:
+        return "is gone (deleted)"
+    for c in (pod.status.conditions if pod.status else None) or []:
+        if c.type == "DisruptionTarget" and c.status == "True":
+            return "was " + DISRUPTIONS.get(c.reason or "", f"disrupted ({c.reason}: {c.message})")
+    reason = (pod.status.reason if pod.status else None) or ""
+    if reason in POD_REASONS:
+        return "was " + POD_REASONS[reason]
+    if pod.metadata.deletion_timestamp is not None:
+        return "was deleted"
+    for cs in (pod.status.container_statuses if pod.status else None) or []:
+        term = cs.state.terminated if cs.state else None
+        if cs.name == "agent" and term is not None and term.reason == "ContainerStatusUnknown":
+            return "was lost with its node (its container could not be located)"
+    return None
+
+
+def lost_outcome(job: str, pod: str | None, why: str, exit_code: int | None, *,
+                 said: AgentOutcome | None = None) -> AgentOutcome:
+    """The outcome of an agent whose pod was lost: an error that says which pod and why, unless the agent's own
+    error marker says more (it may have answered a SIGTERM with one); `lost` tells the workflow it may start the
+    agent again."""
+    which = f"pod {pod} of Job {job}" if pod else f"pod of Job {job}"
+    error = f"the agent's {which} {why} before it reported a result"
+    if said is not None and said.has_marker and said.error:
+        error = f"{said.error} (the agent's {which} {why})"
+    return AgentOutcome(status="error", error=error, exit_code=exit_code or 1, lost=why,
+                        has_marker=said.has_marker if said else False)
+
+
 def skip_reason(done_log: str) -> str | None:
     """The preRun Job's final container prints the skip marker and the file's text when asked to skip."""
     idx = done_log.find(SKIP_MARKER)
@@ -102,4 +154,4 @@ def skip_reason(done_log: str) -> str | None:
     return done_log[idx + len(SKIP_MARKER):].strip() or DEFAULT_SKIP_REASON
 
 
-__all__ = ["AgentOutcome", "Metrics", "agent_outcome", "skip_reason"]
+__all__ = ["AgentOutcome", "Metrics", "agent_outcome", "lost_outcome", "lost_why", "skip_reason"]

@@ -56,7 +56,7 @@ from models.policy import Refusal
 from models.resolve import check_agent_bounds
 from models.schedule import schedule_agent
 from models.secretrefs import secret_refs
-from models.skillpack import SkillPackSpec, skill_pack_warnings
+from models.skillpack import SkillPackSpec, skill_pack_notes, skill_pack_warnings
 
 from .admission import (
     EVALUATE_TIMEOUT_SECONDS,
@@ -346,13 +346,15 @@ def definition_warnings(plural: str, obj: dict[str, Any]) -> list[str]:
     if kind == "Model":
         return [f"Model: {NOT_OFFERED}"]
     try:
+        notes: list[str] = []
         if kind == "SkillPack":
-            fields = skill_pack_warnings(parse(SkillPackSpec, obj.get("spec") or {}, "spec"))
+            spec = parse(SkillPackSpec, obj.get("spec") or {}, "spec")
+            fields, notes = skill_pack_warnings(spec), skill_pack_notes(spec)
         else:
             fields = pack_ignored_fields(read_pack(cast(PackKind, kind), obj))
     except FieldProblem:
         return []
-    return [f"{f}: has no effect here" for f in fields]
+    return [f"{f}: has no effect here" for f in fields] + notes
 
 
 def decide_definition(req: AdmissionRequest) -> AdmissionResponse:

@@ -26,7 +26,7 @@ from fastapi.responses import StreamingResponse
 
 from models import run_logs
 from models.kube import Kube, NotFound, typed_errors
-from models.names import AGENTRUNS, Component, hook_container, job_name
+from models.names import AGENTRUNS, Component, agent_job_of, hook_container, job_name
 
 from .deps import CallerDep, Namespace, StateDep
 from .runops import read_run
@@ -65,7 +65,7 @@ def log_target(run: dict[str, Any], hook: str | None, attempt: int | None) -> Lo
     if attempt < 1 or attempt > last:
         raise NoLog(f"run {name} has no attempt {attempt} (it ran {last})")
     if hook is None:
-        return LogTarget(job_name(name, "agent-run", attempt), "agent", None, attempt)
+        return LogTarget(agent_job_of(run, attempt), "agent", None, attempt)
     lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
     pre = {h.get("name") for h in lifecycle.get("preRun") or []}
     post = {h.get("name") for h in lifecycle.get("postRun") or []}

@@ -11,10 +11,13 @@ answers at once: what the runner adds to a run, apart from the model and the clu
 - file tools: write_file, read_file and edit_file of a small file under a workspace, p50 of each call;
 - journal bytes per round: what the journal grows by per round of that run (flat: no copy of the history).
 
-``run20_overhead_s`` (a 20-round run create → Succeeded on the cluster, minus the model's time) needs the control
-plane and is left ``null`` here.
+- a run on the cluster (``run20_overhead_s``): the whole control plane (bench/runs.py's stack: the Temporal dev
+  server, localkube, the worker and the bridge as processes) runs one AgentRun of ``--cluster-rounds`` (20) model
+  rounds, each one ``execute_command true`` in the run's tools container, then an answer, with the model key from a
+  Secret and the journal on its PVC; create → ``Succeeded`` seen, minus the model's time (the scripted model's
+  ``delay`` per answer: none, it answers at once). ``--cluster-rounds 0`` skips it (the figure is ``null``).
 
-Usage: python -m bench.agent [--starts 5] [--rounds 20] [--execs 50] [--json]
+Usage: python -m bench.agent [--starts 5] [--rounds 20] [--execs 50] [--cluster-rounds 20] [--json]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from agentrunner.config import load_config
 from agentrunner.executor import SCRIPT
@@ -133,11 +137,63 @@ def file_ops(n: int, tmp: Path) -> list[float]:
     return out
 
 
+def cluster_run(model: FakeModelServer, rounds: int, tmp: Path) -> tuple[float, float, dict[str, float]]:
+    """One run of `rounds` tool rounds and an answer on the whole stack: (create → Succeeded seen, the model's time,
+    the phases: create → the model's first request, first → last request, last request → Succeeded seen)."""
+    from kubernetes import client
+
+    from bench.runs import GROUP, NS, VERSION, Stack
+
+    model.script = [*(Turn(calls=[Call("execute_command", {"command": "true"})]) for _ in range(rounds)),
+                    Turn(text="done")]
+    model.served = 0
+    model.requests.clear()
+    stack = Stack(tmp / "stack", concurrency=2, max_pods=4, kube_qps=50)
+    (tmp / "stack").mkdir()
+    try:
+        stack.start()
+        core: Any = client.CoreV1Api(stack.api)
+        custom: Any = client.CustomObjectsApi(stack.api)
+        core.create_namespaced_secret(NS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bench-key"},
+                                           "stringData": {"OPENAI_API_KEY": "sk-bench"}})
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, "agents", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Agent", "metadata": {"name": "scripted"},
+            "spec": {"authRefs": [{"provider": "openai", "secret": "bench-key"}],
+                     "agents": {"default": {"model": "bench", "baseURL": model.base_url}}}})
+        t0 = time.perf_counter()
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, "agentruns", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun", "metadata": {"name": "run20"},
+            "spec": {"agentRef": "scripted", "task": f"{rounds} rounds", "timeout": "10m"}})
+        deadline = t0 + 600
+        first = last = 0.0
+        while True:
+            status = custom.get_namespaced_custom_object(GROUP, VERSION, NS, "agentruns", "run20").get("status") or {}
+            now = time.perf_counter()
+            if model.requests and not first:
+                first = now  # (to the 20 ms of this loop)
+            if len(model.requests) > rounds and not last:
+                last = now
+            if status.get("phase") in ("Succeeded", "Failed"):
+                break
+            if now > deadline:
+                raise SystemExit(f"the cluster run did not end within 600s; logs in {stack.state}")
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - t0
+        if status.get("phase") != "Succeeded":
+            raise SystemExit(f"the cluster run failed: {status.get('error')}")
+        last = last or time.perf_counter()
+        phases = {"to_first_request": first - t0, "rounds": last - first, "to_succeeded": t0 + elapsed - last}
+        return elapsed, model.delay * len(model.requests), phases
+    finally:
+        stack.stop()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--starts", type=int, default=5, help="cold starts per provider")
     p.add_argument("--rounds", type=int, default=20, help="rounds of the in-process run")
     p.add_argument("--execs", type=int, default=50, help="execute_command round trips")
+    p.add_argument("--cluster-rounds", type=int, default=20, help="tool rounds of the run on the cluster (0: none)")
     p.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     args = p.parse_args()
     figures: dict[str, float | None] = {"load_avg_1m_start": load(), "starts": args.starts, "rounds": args.rounds}
@@ -161,7 +217,20 @@ def main() -> int:
         files = file_ops(max(args.execs, 10), tmp)
         figures["file_tool_ms_p50"] = (p50(files) or 0) * 1000
         print(f"file tools (write, read, edit): p50 {figures['file_tool_ms_p50']:.2f} ms")
-    figures["run20_overhead_s"] = None  # the control plane's (a run on the cluster)
+        figures["run20_overhead_s"] = figures["run20_first_request_s"] = None
+        figures["run20_rounds_s"] = figures["run20_finish_s"] = None
+        if args.cluster_rounds:
+            elapsed, model_time, phases = cluster_run(model, args.cluster_rounds, tmp)
+            spent = figures["run20_overhead_s"] = elapsed - model_time
+            figures["run20_first_request_s"] = phases["to_first_request"]
+            figures["run20_rounds_s"] = phases["rounds"]
+            figures["run20_finish_s"] = phases["to_succeeded"]
+            print(f"a {args.cluster_rounds}-round run on the cluster (one execute_command per round): create → "
+                  f"Succeeded {elapsed:.2f} s, the model's time {model_time:.2f} s, overhead {spent:.2f} s: "
+                  f"{phases['to_first_request']:.2f} s to the model's first request (the control plane's start, the "
+                  f"pod's, the agent's cold start), {phases['rounds']:.2f} s of rounds "
+                  f"({phases['rounds'] / max(args.cluster_rounds, 1) * 1000:.0f} ms each), "
+                  f"{phases['to_succeeded']:.2f} s from the last answer to Succeeded")
     figures["load_avg_1m_end"] = load()
     print(f"load average (1 min): {figures['load_avg_1m_start']:.2f} at the start, {figures['load_avg_1m_end']:.2f} "
           "at the end")

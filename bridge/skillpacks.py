@@ -17,7 +17,7 @@ from models.base import FieldProblem, parse
 from models.kube import Conflict, Kube, NotFound
 from models.names import API_VERSION, GROUP, LABEL_MANAGED, MANAGED_BY, VERSION
 from models.run import ConditionType, Reason
-from models.skillpack import SkillPackSpec, skill_files, skill_pack_warnings
+from models.skillpack import SkillPackSpec, skill_files, skill_pack_notes, skill_pack_warnings
 from models.skills import SKILLPACKS
 
 from .conditions import condition
@@ -65,6 +65,9 @@ class SkillPackSync:
             conds.append(condition(old, ConditionType.FIELDS_IGNORED, "True", reason=Reason.NO_EFFECT_HERE,
                                    message="no effect here: " + ", ".join(ignored),
                                    generation=generation))
+        for note in skill_pack_notes(spec):
+            conds.append(condition(old, ConditionType.ENTRYPOINT_NOT_RUN, "True", reason=Reason.NO_COMMAND,
+                                   message=note, generation=generation))
         await self._status(obj, {"phase": "Ready" if problem is None else "Error",
                                  "configMapName": name, "skillCount": len(spec.skills), "conditions": conds})
 

@@ -79,7 +79,9 @@ def chart_values(*, temporal_address: str, nats_url: str, fallback_poll_seconds:
         "temporal": {"address": temporal_address, "namespace": "default", "taskQueue": "agentrun"},
         "nats": {"url": nats_url, "auth": {"existingSecret": nats_secret, "type": "token"}},
         "listenOnPodIP": True,
-        "worker": {"extraEnv": [{"name": "AGENTRUN_FALLBACK_POLL_SECONDS", "value": str(fallback_poll_seconds)},
+        # Sympozium's k8s-ops example counts the nodes through its sidecar's clusterRBAC: the worker may grant that.
+        "worker": {"grantableClusterRules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
+                   "extraEnv": [{"name": "AGENTRUN_FALLBACK_POLL_SECONDS", "value": str(fallback_poll_seconds)},
                                 {"name": "PYTHONUNBUFFERED", "value": "1"}]},
         "bridge": {"extraEnv": [{"name": "PYTHONUNBUFFERED", "value": "1"}]},
         "api": {"extraEnv": [{"name": "PYTHONUNBUFFERED", "value": "1"}]},

@@ -31,6 +31,7 @@ from models.names import (
     SCHEDULES,
     VERSION,
     Component,
+    agent_job_of,
     hook_container,
     job_name,
 )
@@ -76,7 +77,7 @@ class Session:
 # -- rows ---------------------------------------------------------------------------------------------------------
 
 HEADER = ("NAME", "AGENT", "PHASE", "GATE", "AGE")
-WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CREATED BY", "ERROR")
+WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CACHED", "CREATED BY", "ERROR")
 ERROR_CHARS = 80  # of the error in a wide row (get -o yaml shows it whole)
 
 
@@ -97,6 +98,7 @@ def row(run: dict[str, Any], *, wide: bool = False, namespace: bool = False,
         error = str(st.get("error") or "").strip().split("\n")[0]
         out += (str(model), str(st.get("attempt") or ""),
                 gate.get("decidedBy") or "", str(usage.get("totalTokens") or ""),
+                str(usage.get("cachedInputTokens") or ""),
                 (meta.get("annotations") or {}).get("agentrun.dev/created-by", ""),
                 error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS - 1] + "…")
     return out
@@ -373,7 +375,7 @@ def _log_source(run: dict[str, Any], name: str, hook: str | None, attempt: int |
     # A retried run's agent and gate hook ran once per attempt, each in Jobs of their own: the last, unless asked.
     attempt = attempt or int((run.get("status") or {}).get("attempt") or 1)
     if hook is None:
-        return job_name(name, "agent-run", attempt), "agent"
+        return agent_job_of(run, attempt), "agent"
     lifecycle = (run.get("spec") or {}).get("lifecycle") or {}
     pre = {h.get("name") for h in lifecycle.get("preRun") or []}
     post = {h.get("name") for h in lifecycle.get("postRun") or []}

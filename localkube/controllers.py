@@ -2,7 +2,7 @@
 
 - namespaces: a `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap in each;
 - jobs: pods per attempt, status counters and conditions, backoffLimit, activeDeadlineSeconds,
-  suspend, pod tracking finalizers, and the TTL-after-finished cleanup;
+  suspend, podReplacementPolicy, pod tracking finalizers, and the TTL-after-finished cleanup;
 - persistent volume claims: bind each claim to a directory under the state dir, remove the
   directory when the claim is gone.
 
@@ -320,8 +320,11 @@ class JobController:
                         status["completionTime"] = rfc3339()
                         record_event(self.api, job, "Completed", "Job completed", component="job-controller")
                 else:
+                    # podReplacementPolicy Failed: a pod that is still terminating keeps its place until it has
+                    # failed (TerminatingOrFailed, the default, replaces it at once).
+                    replacing = len(terminating) if spec.get("podReplacementPolicy") == "Failed" else 0
                     want = min(int(spec.get("parallelism") or 1),
-                               int(spec.get("completions") or 1) - status.get("succeeded", 0)) - len(active)
+                               int(spec.get("completions") or 1) - status.get("succeeded", 0)) - len(active) - replacing
                     wait = self._not_before.get(uid, 0) - now().timestamp()
                     if want > 0 and wait > 0:
                         self.queue.add_after(key, wait)

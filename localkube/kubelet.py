@@ -24,6 +24,7 @@ import asyncio
 import base64
 import contextlib
 import datetime as dt
+import json
 import logging
 import os
 import re
@@ -95,24 +96,49 @@ def _resolve_host_path(path: str) -> str:
     return os.path.join(real, tail) if tail else real
 
 
-def _terminate_container(sandbox_pid: int) -> None:
-    """SIGTERM to the container's processes, but not to bubblewrap itself.
-
-    bwrap (the session leader, so its pid is the group id) would die of the signal and take the
-    container with it through --die-with-parent's SIGKILL, so a TERM trap would never get to run.
-    Left alive, it exits with the container's status once the container has handled the signal.
-    """
-    members = []
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (read from the host's /proc)."""
+    out = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == sandbox_pid:
+        if not entry.isdigit() or int(entry) == pid:
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
         fields_ = stat.rsplit(")", 1)[-1].split()
-        if len(fields_) > 2 and fields_[2] == str(sandbox_pid):
-            members.append(int(entry))
+        if len(fields_) > 2 and fields_[2] == str(pid):
+            out.append(int(entry))
+    return out
+
+
+def _is_namespace_init(pid: int) -> bool:
+    """bwrap's own reaper, PID 1 of a container's PID namespace (the container's command is its child)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap"
+    except OSError:
+        return False
+
+
+def _container_processes(sandbox_pid: int) -> list[int]:
+    """The container's own top processes: the sandbox's children, or, in a PID namespace of its own, the children
+    of the namespace's init (bwrap's reaper, which a signal from outside the namespace does not reach)."""
+    out = []
+    for child in _children(sandbox_pid):
+        out += _children(child) if _is_namespace_init(child) else [child]
+    return out
+
+
+def _terminate_container(sandbox_pid: int) -> None:
+    """SIGTERM to the container's processes, but not to bubblewrap itself.
+
+    bwrap (the session leader, so its pid is the group id) would die of the signal and take the
+    container with it through --die-with-parent's SIGKILL, so a TERM trap would never get to run.
+    Left alive, it exits with the container's status once the container has handled the signal.
+    The reaper bwrap runs as PID 1 of the container's PID namespace ignores a signal from outside it
+    (the kernel's rule for a namespace's init), so the signal goes to the command beneath it.
+    """
+    members = _container_processes(sandbox_pid)
     if not members:  # the container is not up yet (or is gone): the whole group, bwrap included
         with contextlib.suppress(ProcessLookupError):
             os.killpg(sandbox_pid, signal.SIGTERM)
@@ -120,6 +146,21 @@ def _terminate_container(sandbox_pid: int) -> None:
     for pid in members:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
+
+
+def open_pid_namespace(sandbox_pid: int) -> int | None:
+    """A descriptor of the PID namespace a container's sandbox made (for an exec probe to join it), or None."""
+    for child in _children(sandbox_pid):
+        with contextlib.suppress(OSError):
+            return os.open(f"/proc/{child}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    return None
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 _BWRAP_FAILURE = re.compile(rb"^\S+ stdout F bwrap: (?:execvp (?P<cmd>.+): (?P<why>[^:]+)|(?P<other>.+))$")
@@ -222,6 +263,9 @@ class PodRun:
     admitted: bool = False  # holds a slot under the concurrency cap
     kill_reason: str = ""
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    # shareProcessNamespace: the pod's one PID namespace, held by a pause process, which every container joins.
+    pidns_fd: int | None = None
+    pause: asyncio.subprocess.Process | None = None
 
 
 class Kubelet(LogSource):
@@ -461,6 +505,8 @@ class Kubelet(LogSource):
             mounts = await self._prepare_volumes(run, pod)
             if mounts is None:
                 return
+            if spec.get("shareProcessNamespace") and not spec.get("hostPID"):
+                await self._start_pause(run)
             restart = spec.get("restartPolicy", "Always")
             for c in inits:
                 if c.get("restartPolicy") == "Always":
@@ -488,6 +534,43 @@ class Kubelet(LogSource):
             sidecars_stop.set()
             for t in sidecars:
                 t.cancel()
+            self._stop_pause(run)
+
+    async def _start_pause(self, run: PodRun) -> None:
+        """shareProcessNamespace: one PID namespace for the pod, as the real pause container holds it. A sandbox
+        with a PID namespace of its own idles in it (bwrap's reaper as its PID 1, which reaps what containers
+        leave behind) and every container of the pod joins it, so they see (and may signal) each other's
+        processes, and no others."""
+        if not self.bwrap:
+            raise ContainerConfigError("bubblewrap (bwrap) is not installed; localkube needs it to mount volumes")
+        read, write = os.pipe()
+        try:
+            run.pause = await asyncio.create_subprocess_exec(
+                self.bwrap, "--die-with-parent", "--unshare-pid", "--info-fd", str(write), "--ro-bind", "/", "/",
+                "--proc", "/proc", "--dev", "/dev", "--", "sleep", "infinity", stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+                pass_fds=(write,))
+            os.close(write)
+            write = -1
+            # bwrap writes {"child-pid": N, ...} once the namespace's init exists, then closes the descriptor.
+            info = await asyncio.get_running_loop().run_in_executor(None, _read_all, read)
+        finally:
+            os.close(read)
+            if write >= 0:
+                os.close(write)
+        child = json.loads(info or b"{}").get("child-pid")
+        if not isinstance(child, int):
+            raise RuntimeError("the pod's pause sandbox did not start")
+        run.pidns_fd = os.open(f"/proc/{child}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+
+    @staticmethod
+    def _stop_pause(run: PodRun) -> None:
+        if run.pause is not None and run.pause.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.pause.pid, signal.SIGKILL)
+        if run.pidns_fd is not None:
+            os.close(run.pidns_fd)
+            run.pidns_fd = None
 
     async def _run_sidecar(self, run: PodRun, pod: Obj, c: Obj, mounts: dict[str, Path], stop: asyncio.Event) -> None:
         while not stop.is_set() and not run.killing:
@@ -819,9 +902,26 @@ class Kubelet(LogSource):
             command = list(entry)
         return command + args
 
-    def _sandbox(self, run: PodRun, pod: Obj, c: Obj, mounts: dict[str, Path], argv: list[str]) -> list[str]:
+    @staticmethod
+    def pid_namespace_fds(run: PodRun, pidns: int | None = None) -> tuple[int, ...]:
+        """The descriptors a sandbox made by `_sandbox(..., pidns=pidns)` must inherit (pass_fds)."""
+        fd = pidns if pidns is not None else run.pidns_fd
+        return (fd,) if fd is not None else ()
+
+    def _sandbox(self, run: PodRun, pod: Obj, c: Obj, mounts: dict[str, Path], argv: list[str], *,
+                 pidns: int | None = None) -> list[str]:
+        """The bwrap command line of one container. Each container has a PID namespace of its own, as in a real
+        pod: its processes (and their /proc, environment included) are invisible to the pod's other containers.
+        `pidns` (a descriptor, passed on by the caller): join that namespace instead (an exec probe joins its
+        container's); with shareProcessNamespace every container joins the pod's; hostPID keeps the host's."""
         if not self.bwrap:
             raise ContainerConfigError("bubblewrap (bwrap) is not installed; localkube needs it to mount volumes")
+        if pod["spec"].get("hostPID"):
+            pid_args: list[str] = []
+        elif pidns is not None or run.pidns_fd is not None:
+            pid_args = ["--pidns", str(pidns if pidns is not None else run.pidns_fd)]
+        else:
+            pid_args = ["--unshare-pid"]
         sc = {**(pod["spec"].get("securityContext") or {}), **(c.get("securityContext") or {})}
         ro_root = bool(sc.get("readOnlyRootFilesystem"))
         # The kubelet always mounts API-data volumes read-only, whatever the volumeMount says.
@@ -837,7 +937,7 @@ class Kubelet(LogSource):
         tmp = run.dir / "tmp" / c["name"]
         tmp.mkdir(parents=True, exist_ok=True)
         tmp.chmod(0o1777)
-        args = [self.bwrap, "--die-with-parent", "--unshare-uts", "--hostname", run.name[:63],
+        args = [self.bwrap, "--die-with-parent", *pid_args, "--unshare-uts", "--hostname", run.name[:63],
                 "--proc", "/proc", "--dev", "/dev"]
         for entry in sorted(os.listdir("/")):
             host = "/" + entry
@@ -937,7 +1037,8 @@ class Kubelet(LogSource):
         try:
             proc = await asyncio.create_subprocess_exec(
                 *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
+                stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True,
+                pass_fds=self.pid_namespace_fds(run))
         except OSError as e:
             msg = f"failed to create containerd task: exec: {e}"
             self._write_status(ns, name, lambda st: self._container_status(

@@ -68,6 +68,24 @@ def write_kubeconfig(path: Path, server: str, token: str, ca_pem: str, *, namesp
     tmp.replace(path)
 
 
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _node_info() -> dict[str, str]:
+    """The node's status.nodeInfo with every field a real kubelet reports (clients' models require them): this
+    host's identifiers, kernel and OS, and localkube's runtime."""
+    release = dict(line.split("=", 1) for line in _read("/etc/os-release").splitlines() if "=" in line)
+    machine = _read("/etc/machine-id")
+    return {"kubeletVersion": "v1.34.0-localkube", "kubeProxyVersion": "", "operatingSystem": "linux",
+            "architecture": "amd64", "containerRuntimeVersion": "localkube://bwrap",
+            "kernelVersion": os.uname().release, "osImage": release.get("PRETTY_NAME", "").strip('"') or "Linux",
+            "machineID": machine, "systemUUID": machine, "bootID": _read("/proc/sys/kernel/random/boot_id")}
+
+
 def write_private(path: Path, text: str) -> None:
     """Replace a file's contents, readable by its owner only from the start (a token, a kubeconfig)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -217,8 +235,7 @@ class LocalKube:
             "spec": {},
             "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                        "message": "localkube kubelet is posting ready status"}],
-                       "nodeInfo": {"kubeletVersion": "v1.34.0-localkube", "operatingSystem": "linux",
-                                    "architecture": "amd64", "containerRuntimeVersion": "localkube://bwrap"}},
+                       "nodeInfo": _node_info()},
         })
         ensure("storage.k8s.io", "v1", "storageclasses", "", {
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",

@@ -5,7 +5,7 @@ startupProbe first (the others wait for it; failing it restarts the container), 
 the Service endpoints) and livenessProbe (failureThreshold consecutive failures restart the
 container: SIGTERM, SIGKILL after the grace period). httpGet (http and https, certificates not
 checked, as the kubelet does), tcpSocket and exec (run in a sandbox with the container's mounts and
-environment) are supported; one timer per probe, never a busy loop.
+environment, in its PID namespace) are supported; one timer per probe, never a busy loop.
 """
 
 from __future__ import annotations
@@ -54,20 +54,36 @@ async def check(kubelet: Kubelet, run: PodRun, pod: Obj, c: Obj, probe: Obj, mou
                 writer.close()
                 return True
             if "exec" in probe:
-                env = kubelet._env(pod, c)
-                argv = kubelet._sandbox(run, pod, c, mounts, list(probe["exec"].get("command") or []))
-                proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.DEVNULL,
-                                                            stderr=asyncio.subprocess.DEVNULL,
-                                                            start_new_session=True)
-                try:
-                    return await proc.wait() == 0
-                finally:
-                    if proc.returncode is None:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(proc.pid, signal.SIGKILL)
+                return await _exec(kubelet, run, pod, c, probe, mounts)
     except (TimeoutError, OSError):
         return False
     return False
+
+
+async def _exec(kubelet: Kubelet, run: PodRun, pod: Obj, c: Obj, probe: Obj, mounts: dict[str, Path]) -> bool:
+    """An exec probe: the command runs with the container's mounts and environment, in its PID namespace (it
+    sees the container's processes, as a probe run by the container runtime does)."""
+    from .kubelet import open_pid_namespace
+
+    env = kubelet._env(pod, c)
+    cr = run.containers.get(c["name"])
+    pidns = None
+    if cr is not None and cr.proc is not None and run.pidns_fd is None and not pod["spec"].get("hostPID"):
+        pidns = open_pid_namespace(cr.proc.pid)
+    try:
+        argv = kubelet._sandbox(run, pod, c, mounts, list(probe["exec"].get("command") or []), pidns=pidns)
+        proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.DEVNULL,
+                                                    stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+                                                    pass_fds=kubelet.pid_namespace_fds(run, pidns))
+    finally:
+        if pidns is not None:
+            os.close(pidns)
+    try:
+        return await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 async def _http(get: Obj, c: Obj, ip: str) -> bool:

@@ -96,7 +96,7 @@ def _builtin() -> list[ResourceType]:
         ResourceType("", "v1", "configmaps", "ConfigMap", short_names=("cm",), generation=False),
         ResourceType("", "v1", "events", "Event", short_names=("ev",), generation=False),
         ResourceType("", "v1", "pods", "Pod", short_names=("po",), categories=("all",),
-                     subresources=("status", "log")),
+                     subresources=("status", "log", "eviction")),
         ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short_names=("pvc",),
                      subresources=("status",), generation=False),
         ResourceType("", "v1", "services", "Service", short_names=("svc",), categories=("all",),

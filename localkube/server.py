@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 import yaml
 
 from . import discovery, tables
-from .apiserver import APIServer, Ctx, DeleteOptions
+from .apiserver import INTERNAL, APIServer, Ctx, DeleteOptions
 from .errors import StatusError, bad_request, conflict, invalid, not_found
 from .faults import FaultInjector
 from .rbac import Attributes, UserInfo, authorize, forbidden_message
@@ -756,6 +756,12 @@ class App:
         if route.subresource == "log":
             await self._pod_log(req, send, receive, rt, ns, route.name)
             return
+        if route.subresource == "eviction":
+            if verb != "create":
+                raise StatusError(405, "the server does not allow this method on the requested resource")
+            await self._send_json(send, 201, await self._evict(ctx, rt, ns, route.name,
+                                                               self._decode_body(req, kind="Eviction")))
+            return
         if rt.kind == "SelfSubjectAccessReview":
             await self._send_json(send, 201, self._access_review(user, self._decode_body(req, kind=rt.kind)))
             return
@@ -1316,6 +1322,30 @@ class App:
                 "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
 
     # -- TokenRequest --------------------------------------------------------------------------
+
+    async def _evict(self, ctx: Ctx, rt: ResourceType, ns: str, name: str, body: Any) -> Obj:
+        """POST pods/<name>/eviction, as kube-apiserver's EvictionREST answers it: a pod that still runs gets the
+        DisruptionTarget condition (reason EvictionByEvictionAPI), then it is deleted with the Eviction's
+        deleteOptions (its grace period, preconditions). PodDisruptionBudgets are not consulted: localkube has no
+        disruption controller to compute what they allow, so an eviction is never refused with 429."""
+        if not isinstance(body, dict) or body.get("kind") not in (None, "Eviction") \
+                or body.get("apiVersion") not in (None, "policy/v1", "policy/v1beta1"):
+            raise bad_request("the object provided is unrecognized (expected kind Eviction in policy/v1)")
+        md = body.get("metadata") or {}
+        if isinstance(md, dict) and md.get("name") not in (None, name):
+            raise bad_request("name in URL does not match name in Eviction object")
+        opts = DeleteOptions.parse(body.get("deleteOptions") or {}, {})
+        pod = self.api.get(rt, ns, name)
+        if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not ctx.dry_run:
+            new = json.loads(json.dumps(pod))
+            conds = [c for c in (new.setdefault("status", {}).get("conditions") or [])
+                     if c.get("type") != "DisruptionTarget"]
+            conds.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                          "message": "Eviction API: evicting", "lastTransitionTime": rfc3339()})
+            new["status"]["conditions"] = conds
+            self.api.update(rt, ns, name, new, INTERNAL, "status")
+        await self._admitted(ctx, lambda: self.api.delete(rt, ns, name, opts, ctx))
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     def _token_request(self, ns: str, name: str, body: Any) -> Obj:
         """POST serviceaccounts/<name>/token, as the TokenREST of kube-apiserver answers it."""

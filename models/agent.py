@@ -216,6 +216,8 @@ class AgentProfile(K8sModel):
     agent_sandbox: AgentSandboxDefaults | None = None
     # Secrets the kubelet pulls its runs' images with (spec.imagePullSecrets), for runs that name none themselves.
     image_pull_secrets: list[str] = Field(default_factory=list)
+    # The MCP servers its runs' agents connect to (spec.mcpServers; entries without a url are not served here).
+    mcp_servers: list[MCPServerRef] = Field(default_factory=list)
 
 
 def _skills(raw: list[Any], prefix: str) -> list[SkillRef]:
@@ -268,4 +270,5 @@ def normalize_agent(obj: dict[str, Any]) -> AgentProfile:
         sandbox=d.sandbox,
         agent_sandbox=d.agent_sandbox,
         image_pull_secrets=[r.name for r in spec.image_pull_secrets if r.name],
+        mcp_servers=[m for m in spec.mcp_servers if m.url],
     )

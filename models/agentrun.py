@@ -226,11 +226,12 @@ class AgentRunSpec(K8sModel):
 
 
 class TokenUsage(K8sModel):
-    input_tokens: int = 0
+    input_tokens: int = 0  # cached input tokens included (OpenAI's convention; Anthropic's are added in)
     output_tokens: int = 0
     total_tokens: int = 0
     tool_calls: int = 0
     duration_ms: int = 0
+    cached_input_tokens: int = 0  # new: how many of input_tokens the provider read from its prompt cache
 
 
 class GateStatus(K8sModel):
@@ -296,6 +297,8 @@ class AgentRunStatus(K8sModel):
     gate: GateStatus | None = None
     attempt: int | None = None  # a run with lifecycle.retry: the attempt running (or the last one)
     attempts: list[AttemptRecord] | None = None  # the last ATTEMPTS_KEPT attempts the gate decided
+    # New: how often the agent was started again after its pod was lost (condition AgentRestarted says why).
+    agent_restarts: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     workflow_id: str | None = None
     delegates: list[DelegateStatus] | None = None  # sub-agent runs started under this one

@@ -51,7 +51,9 @@ AGENT_IGNORED: tuple[Ignored, ...] = (
                         "and schedules"),
     Ignored("memory", "there is no memory server here", _enabled(True)),
     Ignored("observability", "agent pods export no OpenTelemetry here", _enabled(False)),
-    Ignored("mcpServers", "there is no MCP bridge sidecar here"),
+    Ignored("mcpServers", "an MCP server without a url names an MCPServer resource, which is not served here; "
+                          "its tools are not offered", lambda v: isinstance(v, list) and any(
+                              isinstance(m, dict) and not m.get("url") for m in v)),
     Ignored("webEndpoint", "no web endpoint is deployed here", _enabled(False)),
     Ignored("volumes", "not mounted into the agent pod here"),
     Ignored("volumeMounts", "not mounted into the agent pod here"),

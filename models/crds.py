@@ -170,6 +170,11 @@ def all_crds() -> dict[str, dict[str, Any]]:
                      {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
                      {"name": "Gate", "type": "string", "jsonPath": ".status.gate.state"},
                      {"name": "Verdict", "type": "string", "jsonPath": ".status.gateVerdict", "priority": 1},
+                     {"name": "Tokens", "type": "integer", "jsonPath": ".status.tokenUsage.totalTokens",
+                      "priority": 1},
+                     {"name": "Cached", "type": "integer", "jsonPath": ".status.tokenUsage.cachedInputTokens",
+                      "priority": 1},
+                     {"name": "Restarts", "type": "integer", "jsonPath": ".status.agentRestarts", "priority": 1},
                      {"name": "Error", "type": "string", "jsonPath": ".status.error", "priority": 1}])),
         "sympoziumschedules.yaml": _schedule_crd(_crd(
             "SympoziumSchedule", "sympoziumschedules", spec=ScheduleSpec, status=ScheduleStatus,

@@ -23,6 +23,8 @@ LABEL_RUN = "sympozium.ai/agent-run"
 # On a run's objects (not its pods): the uid of the AgentRun that made them, so one request can remove
 # exactly that run's Jobs (a later run of the same name has another uid).
 LABEL_RUN_UID = "agentrun.dev/run-uid"
+# On a run's cluster-scoped objects (a SkillPack sidecar's per-run ClusterRole and binding): the run's namespace.
+LABEL_RUN_NAMESPACE = "agentrun.dev/run-namespace"
 LABEL_INSTANCE = "sympozium.ai/instance"
 LABEL_PARENT_RUN = "sympozium.ai/parent-run"  # a sub-agent run's parent run, as Sympozium labels it
 LABEL_COMPONENT = "sympozium.ai/component"
@@ -110,21 +112,38 @@ def component_label(component: str) -> str:
     return _COMPONENT_LABEL.get(component, component)
 
 
-def job_name(run: str, component: Component, attempt: int = 1) -> str:
+def job_name(run: str, component: Component, attempt: int = 1, restart: int = 0) -> str:
     """`<run>`, `<run>-prerun`, `<run>-postrun`, `<run>-postgate`; from a retried run's second attempt on,
-    its agent and gate Jobs are `<run>-try<N>` and `<run>-try<N>-postrun`. A name too long for a Job is
-    shortened with a hash.
+    its agent and gate Jobs are `<run>-try<N>` and `<run>-try<N>-postrun`; an agent started again after its pod
+    was lost runs in `<run>-restart<R>` (`<run>-try<N>-restart<R>`). A name too long for a Job is shortened
+    with a hash.
 
     Cutting alone would give a 63-character run's three Jobs the same name, and the agent
     step would then adopt the preRun Job as its own.
     """
-    suffix = (f"-try{attempt}" if attempt > 1 else "") + _JOB_SUFFIX[component]
+    suffix = (f"-try{attempt}" if attempt > 1 else "") + (f"-restart{restart}" if restart else "") \
+        + _JOB_SUFFIX[component]
     name = run + suffix
     if len(name) <= MAX_LABEL_VALUE:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     head = run[:MAX_LABEL_VALUE - len(suffix) - len(digest) - 1].rstrip("-")
     return f"{head}-{digest}{suffix}"
+
+
+def agent_job_of(run: dict[str, object], attempt: int) -> str:
+    """The agent Job whose log is the agent's of `attempt`, from a run object as stored: the last attempt's is the
+    one `status.jobName` names (after a restart, `<run>-restart<R>`, the pod that reported the result), an earlier
+    attempt's its first."""
+    meta = run.get("metadata")
+    name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
+    status = run.get("status")
+    status = status if isinstance(status, dict) else {}
+    first = job_name(name, "agent-run", attempt)
+    current = str(status.get("jobName") or "")
+    if attempt == int(status.get("attempt") or 1) and current.startswith(first + "-restart"):
+        return current
+    return first
 
 
 def hook_container(component: Component, hook: str) -> str:

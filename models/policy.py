@@ -15,10 +15,34 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
 
+from agentrunner.policy import ToolPolicy
+
 from .base import FieldProblem, K8sModel, parse
 from .resources import Quantity, parse_quantity
 
 ALWAYS_DENIED_ENV = ("PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "HOME", "SHELL", "USER", "HOSTNAME")
+# Variables agentrun sets on the agent from what is not the run's to decide: its SympoziumPolicy, its Agent, its
+# SkillPacks, the pod's own layout. A run's `env` comes after them in the container and would replace them (the last
+# of a name wins), so it may not name them: a run could otherwise lift its policy, forge its sidecars' tools, point
+# the file tools' root at `/` (the agent's /proc holds the provider key) or send its Agent's key elsewhere.
+RESERVED_AGENT_ENV: dict[str, str] = {
+    "AGENT_TOOL_POLICY": "its SympoziumPolicy's tool rules",
+    "MODEL_PROVIDER": "its model", "MODEL_BASE_URL": "its model",
+    "AGENT_MCP_SERVERS": "its Agent's mcpServers",
+    "AGENT_SIDECAR_TOOLS": "its SkillPacks' sidecar tools", "SIDECAR_TOOLS_MANIFEST_PATH": "its SkillPacks' sidecar tools",
+    "AGENT_SKILL_PARAMS": "its skills' params", "SYMPOZIUM_SKILL_TARGETS": "its SkillPacks' sidecars",
+    "EXEC_DIR": "the pod's executor", "EXEC_TARGETS": "the pod's executor", "EXEC_DEFAULT_TARGET": "the pod's executor",
+    "AGENT_STATE_DIR": "the run's journal", "WORKSPACE_DIR": "the pod's layout", "SKILLS_DIR": "the pod's layout",
+    "AGENT_CONTEXT_DIR": "the pod's layout", "AGENT_IPC_DIR": "the pod's layout",
+}
+RESERVED_AGENT_ENV_PREFIXES: dict[str, str] = {"MCP_AUTH_": "its Agent's mcpServers' authSecret"}
+
+
+def reserved_env(key: str) -> str | None:
+    """Where agentrun takes `key` from when it sets it for the agent (None: a run's env may set it)."""
+    if key in RESERVED_AGENT_ENV:
+        return RESERVED_AGENT_ENV[key]
+    return next((why for prefix, why in RESERVED_AGENT_ENV_PREFIXES.items() if key.startswith(prefix)), None)
 
 # The built-in templates, as current-shape specs. They follow Sympozium's presets
 # (config/policies/permissive.yaml and restrictive.yaml, and the default-policy sample, whose
@@ -236,6 +260,13 @@ class PolicyRules(K8sModel):
         return json.dumps({"name": self.name, "template": self.template, "defaultAction": self.default_tool_action,
                            "allow": self.allowed_tools, "deny": self.denied_tools, "ask": self.approval_tools},
                           separators=(",", ":"))
+
+    def agent_tools(self) -> ToolPolicy:
+        """The agent's own evaluation of these rules (without a run's toolPolicy), for the control plane to decide
+        exactly as the agent will."""
+        return ToolPolicy(name=self.name, template=self.template, default_action=self.default_tool_action,
+                          allow=tuple(self.allowed_tools), deny=tuple(self.denied_tools),
+                          ask=tuple(self.approval_tools))
 
     def image_allowed(self, image: str) -> bool:
         """imagePolicy.allowedRegistries: a prefix match; no list allows every image."""

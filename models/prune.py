@@ -40,3 +40,5 @@ class PruneSummary(BaseModel):
     listed: int = 0
     deleted: int = 0
     agents: list[AgentHistory] = Field(default_factory=list)
+    # SkillPack sidecars' per-run ClusterRoles and bindings whose run was gone or had ended (its cleanup never ran).
+    cluster_rbac_removed: int = 0

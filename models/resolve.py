@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 from agentrunner.config import AZURE, DEFAULT_BASE_URLS, ECHO, PROVIDER_KEY_ENV, provider_problem
 
 from . import bounds
-from .agent import AgentProfile, Subagents
+from .agent import AgentProfile, MCPServerRef, Subagents
 from .agentrun import (
     TERMINAL_PHASES,
     AgentRunSpec,
@@ -36,11 +36,12 @@ from .base import FieldProblem, K8sModel, PolicyViolation, parse
 from .compat import check_run_backend
 from .duration import parse_duration
 from .names import LABEL_RUN, MAX_LABEL_VALUE
-from .policy import ALWAYS_DENIED_ENV, PolicyRules
+from .policy import ALWAYS_DENIED_ENV, PolicyRules, reserved_env
 from .resources import (
     AGENT_DEFAULT,
     HOOK_DEFAULT,
     SANDBOX_DEFAULT,
+    TOOLS_DEFAULT,
     Caps,
     Resources,
     parse_resources,
@@ -133,10 +134,32 @@ class ResolvedRun(K8sModel):
     seccomp_profile: str = ""  # the agent pod's seccomp profile type; "" keeps RuntimeDefault
     # The pods' imagePullSecrets: the run's spec.imagePullSecrets, else its Agent's (as Sympozium's scheduled runs get).
     image_pull_secrets: list[str] = Field(default_factory=list)
+    # How often the agent is started again when its pod is lost before it reported a result (SPEC §9, "Journal"):
+    # the worker's setting when the run starts (0 for runs started before restarts existed, and when disabled).
+    agent_restarts: int = 0
+    # The policy's tool rules as the agent reads them (AGENT_TOOL_POLICY; "" without a policy): the same
+    # evaluation as `check_policy`'s (agentrunner/policy.py).
+    tool_rules: str = ""
+    # The Agent's MCP servers its agent connects to (MCP_AUTH_<SERVER> from each one's authSecret).
+    mcp_servers: list[MCPServerRef] = Field(default_factory=list)
+    # The image of the tools container, where commands run when the run has no sandbox (the worker's setting;
+    # "" for runs resolved before it existed, or outside the worker: the run's image).
+    tools_image: str = ""
+    tools_resources: Resources = Field(default_factory=lambda: TOOLS_DEFAULT.model_copy(deep=True))
 
     @property
     def has_hooks(self) -> bool:
         return bool(self.pre_run or self.post_run)
+
+    @property
+    def journal(self) -> bool:
+        """The agent keeps a journal on the workspace PVC: a restartable agent continues from it."""
+        return self.agent_restarts > 0
+
+    @property
+    def has_workspace(self) -> bool:
+        """The run has a workspace PVC (its hooks share /workspace with the agent, or its agent keeps a journal)."""
+        return self.has_hooks or self.journal
 
     @property
     def sidecars(self) -> list[ResolvedSkillPack]:
@@ -326,6 +349,10 @@ def resolve_run(
         if key in ALWAYS_DENIED_ENV:
             raise PolicyViolation(f"spec.env.{key}", f"setting {key} is not allowed (always denied: "
                                   f"{', '.join(ALWAYS_DENIED_ENV)})")
+        source = reserved_env(key)
+        if source is not None:
+            raise PolicyViolation(f"spec.env.{key}", f"{key} is set for the agent by agentrun ({source}); env may "
+                                                     "not replace it")
         if policy is not None and key in policy.denied_env:
             raise PolicyViolation(f"spec.env.{key}",
                                   f"setting {key} is not allowed by {policy.named()}, rule deniedEnv")
@@ -380,6 +407,10 @@ def resolve_run(
         sandbox_sidecar=sidecar,
         seccomp_profile=seccomp,
         image_pull_secrets=[r.name for r in spec.image_pull_secrets if r.name] or list(agent.image_pull_secrets),
+        mcp_servers=_mcp_servers(agent),
+        tools_resources=resolve_resources([], TOOLS_DEFAULT, Caps(cpu=policy.max_cpu, memory=policy.max_memory,
+                                                                  where=policy.named()) if policy else None),
+        tool_rules=policy.agent_tool_policy() if policy is not None else "",
     )
     _check_bounds(spec, agent, resolved)
     if policy is not None:
@@ -421,6 +452,32 @@ def check_agent_bounds(agent: AgentProfile) -> None:
         bounds.check_hooks("spec.agents.default.lifecycle.postRun", agent.lifecycle.post_run)
 
 
+def _mcp_servers(agent: AgentProfile) -> list[MCPServerRef]:
+    """The Agent's MCP servers, checked: each tool name is `<toolsPrefix>_<tool>` and each server's token reaches the
+    agent as MCP_AUTH_<NAME>, so neither may be shared by two servers."""
+    prefixes: set[str] = set()
+    auth: set[str] = set()
+    for i, m in enumerate(agent.mcp_servers):
+        at = f'Agent "{agent.name}" spec.mcpServers[{i}]'
+        if not m.url.startswith(("http://", "https://")):
+            raise FieldProblem(f"{at}.url", f"{m.url!r} must be an http:// or https:// URL (streamable HTTP)")
+        if m.tools_prefix in prefixes:
+            raise FieldProblem(f"{at}.toolsPrefix", f"{m.tools_prefix!r} is another server's too: prefixes must be "
+                                                    "unique (tools are named <toolsPrefix>_<tool>)")
+        env = mcp_auth_env(m.name)
+        if env in auth:
+            raise FieldProblem(f"{at}.name", f"{m.name!r} names the same token variable ({env}) as another server")
+        prefixes.add(m.tools_prefix)
+        auth.add(env)
+    return list(agent.mcp_servers)
+
+
+def mcp_auth_env(server: str) -> str:
+    """Where an MCP server's token reaches the agent (agentrunner/tools/mcp.py reads the name from the server's
+    entry): MCP_AUTH_<NAME>, upper case, other characters as `_` (Sympozium's variable)."""
+    return "MCP_AUTH_" + re.sub(r"[^A-Z0-9]", "_", server.upper())
+
+
 def _check_provider(model: ModelSpec, run_provider: str, agent: AgentProfile) -> None:
     """A provider the reference agent cannot serve fails the run at start, naming the field it came from, instead
     of in the agent pod. (Another agent image may support more, so only runs of the default image are checked.)"""
@@ -457,17 +514,20 @@ def _meant_provider(provider: str, base_url: str) -> str | None:
 
 
 def check_policy(run: ResolvedRun, policy: PolicyRules) -> None:
-    """The SympoziumPolicy rules that refuse a run outright (SPEC §1.5); each message names the rule."""
+    """The SympoziumPolicy rules that refuse a run outright (SPEC §1.5); each message names the rule. A tool the run
+    allows is decided by the agent's own evaluation (agentrunner/policy.py, on the rules it is handed), so a run is
+    refused here exactly for the tools its agent would refuse."""
     where = policy.named()
+    tools = policy.agent_tools()
     for i, tool in enumerate(run.tool_policy.allow):
         field = f"spec.toolPolicy.allow[{i}]"
+        if tools.decide(tool).action != "deny":
+            continue
         if tool in policy.denied_tools:
             raise PolicyViolation(field, f'tool "{tool}" is denied by {where}, rule toolGating ({tool}: deny)')
-        if policy.default_tool_action == "deny" and tool not in policy.allowed_tools \
-                and tool not in policy.approval_tools:
-            allowed = ", ".join(sorted({*policy.allowed_tools, *policy.approval_tools})) or "none"
-            raise PolicyViolation(field, f'tool "{tool}" is not allowed by {where}, rule toolGating defaultAction: '
-                                  f"deny (allowed: {allowed})")
+        allowed = ", ".join(sorted({*policy.allowed_tools, *policy.approval_tools})) or "none"
+        raise PolicyViolation(field, f'tool "{tool}" is not allowed by {where}, rule toolGating defaultAction: '
+                              f"deny (allowed: {allowed})")
     if policy.sandbox_required and not (run.sandbox and run.sandbox.enabled):
         raise PolicyViolation("spec.sandbox.enabled", f"a sandbox is required by {where}, rule sandboxPolicy.required")
     if policy.agent_sandbox_required and not (run.agent_sandbox and run.agent_sandbox.enabled):
@@ -504,13 +564,10 @@ def check_policy(run: ResolvedRun, policy: PolicyRules) -> None:
 
 
 def approval_tools(run: ResolvedRun, policy: PolicyRules) -> list[str]:
-    """The tools the run allows that the policy lets through only with approval (toolGating `ask`)."""
-    out = []
-    for tool in run.tool_policy.allow:
-        if tool in policy.approval_tools or (policy.default_tool_action == "ask" and tool not in policy.allowed_tools
-                                             and tool not in policy.denied_tools):
-            out.append(tool)
-    return out
+    """The tools the run allows that the policy lets through only with approval (toolGating `ask`), as the agent
+    decides them."""
+    tools = policy.agent_tools()
+    return [tool for tool in run.tool_policy.allow if tools.decide(tool).action == "ask"]
 
 
 def check_subagent_limits(run: ResolvedRun, *, parent_agent: str, limits: Subagents, siblings: list[dict[str, Any]],

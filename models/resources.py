@@ -70,6 +70,9 @@ AGENT_DEFAULT = Resources(requests={CPU: "100m", MEMORY: "256Mi"}, limits={CPU: 
 HOOK_DEFAULT = Resources(requests={CPU: "100m", MEMORY: "128Mi"}, limits={CPU: "500m", MEMORY: "512Mi"})
 # Sympozium's sandbox sidecar (sleep infinity beside the agent).
 SANDBOX_DEFAULT = Resources(requests={CPU: "100m", MEMORY: "256Mi"}, limits={CPU: "500m", MEMORY: "512Mi"})
+# The tools container, where the agent's commands run when the run has no sandbox: it idles between commands, so it
+# asks for little and may burst to what a build or a script needs.
+TOOLS_DEFAULT = Resources(requests={CPU: "50m", MEMORY: "64Mi"}, limits={CPU: "1", MEMORY: "512Mi"})
 # The setup and final containers of the hook Jobs (busybox: mkdir, a marker).
 HELPER_DEFAULT = Resources(requests={CPU: "10m", MEMORY: "16Mi"}, limits={CPU: "100m", MEMORY: "64Mi"})
 

@@ -34,6 +34,11 @@ class ConditionType(StrEnum):
     VERDICT_REFUSED = "VerdictRefused"  # the last verdict the gate refused, and who sent it
     FIELDS_IGNORED = "FieldsIgnored"  # Sympozium fields the run asks for that have no effect here (models/compat.py)
     SUB_AGENT = "SubAgent"  # a sub-agent run: which run it is a sub-agent of (the parent lists it in delegates)
+    # The agent's pod was lost before it reported a result (deleted, evicted, its node gone), and the agent was
+    # started again to continue from its journal: which pod, why, and how often (status.agentRestarts).
+    AGENT_RESTARTED = "AgentRestarted"
+    # A SkillPack's sidecar has no command: it runs the executor alone, not its image's entrypoint.
+    ENTRYPOINT_NOT_RUN = "EntrypointNotRun"
 
 
 class Reason(StrEnum):
@@ -44,6 +49,8 @@ class Reason(StrEnum):
     RESULT_TOO_LARGE = "ResultTooLarge"
     NO_EFFECT_HERE = "NoEffectHere"
     PARENT_RUN = "ParentRun"
+    POD_LOST = "PodLost"
+    NO_COMMAND = "NoCommand"
     # Why a verdict was refused (VerdictRefused's reason).
     NO_GATE = "NoGate"
     NO_GATE_WAITING = "NoGateWaiting"
@@ -62,11 +69,15 @@ class FailureReason(StrEnum):
     LLM_ERROR = "llm_error"
     HOOK_FAILED = "hook_failed"
     INVALID_SPEC = "invalid_spec"
+    POD_LOST = "pod_lost"  # the agent's pod was lost more often than it may be started again
     OTHER = "other"
 
     @classmethod
-    def of_agent(cls, exit_code: int, error: str) -> FailureReason:
-        """Why the agent failed: its exit code where that tells (124 ours, 137 the kernel's), else its own words."""
+    def of_agent(cls, exit_code: int, error: str, *, lost: str = "") -> FailureReason:
+        """Why the agent failed: its pod lost (and not started again), its exit code where that tells (124 ours, 137
+        the kernel's), else its own words."""
+        if lost:
+            return cls.POD_LOST
         if exit_code == 124:
             return cls.TIMEOUT
         if exit_code == 137:

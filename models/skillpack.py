@@ -3,8 +3,9 @@ tool sidecar with its own RBAC.
 
 The schema follows Sympozium's `SkillPackSpec` field for field (names, types, enums, required), so a user's
 SkillPack YAML applies with `kubectl apply --validate=strict` and nothing is pruned. What each field does here is
-in the README's compatibility table: the skills, the sidecar's image/command/env/resources/rbac and
-`imagePullPolicy`/`mountWorkspace` act; the rest is stored and has no effect yet (`skill_pack_warnings`).
+in the README's compatibility table: the skills, the sidecar's image/command/env/resources/rbac/clusterRBAC/tools
+and `imagePullPolicy`/`mountWorkspace` act; the rest is stored and has no effect yet (`skill_pack_warnings`). A
+sidecar without a `command` runs agentrun's executor alone, not its image's entrypoint (`skill_pack_notes`).
 
 `skill_config_map` is the one ConfigMap the bridge generates per SkillPack (bridge/skillpacks.py): named as the
 SkillPack (as Sympozium names it, so a run's `skillPackRef` of either the pack or its ConfigMap finds it), one
@@ -147,10 +148,22 @@ def skill_pack_warnings(spec: SkillPackSpec) -> list[str]:
     sc = spec.sidecar
     if sc is None:
         return out
-    for name, value in (("clusterRBAC", sc.cluster_rbac), ("secretRef", sc.secret_ref),
+    for name, value in (("secretRef", sc.secret_ref),
                         ("secretMountPath", sc.secret_mount_path), ("hostAccess", sc.host_access),
                         ("requiresServer", sc.requires_server), ("ports", sc.ports), ("volumes", sc.volumes),
-                        ("volumeMounts", sc.volume_mounts), ("tools", sc.tools)):
+                        ("volumeMounts", sc.volume_mounts)):
         if value:
             out.append(f"spec.sidecar.{name}")
     return out
+
+
+ENTRYPOINT_NOT_RUN = ("spec.sidecar.command is not set: the sidecar runs agentrun's executor alone (execute_command "
+                      "and the pack's tools run in it), not its image's own entrypoint, which agentrun cannot wrap "
+                      "without reading the image from its registry; set command to run it")
+
+
+def skill_pack_notes(spec: SkillPackSpec) -> list[str]:
+    """What a pack's author should know that is not a field without effect: a sidecar whose image's own process
+    will not run (the admission webhook warns, the bridge writes it into the EntrypointNotRun condition)."""
+    sc = spec.sidecar
+    return [ENTRYPOINT_NOT_RUN] if sc is not None and sc.image and not sc.command else []

@@ -23,6 +23,7 @@ class Metrics(BaseModel):
     output_tokens: int = 0
     tool_calls: int = 0
     duration_ms: int = 0
+    cached_input_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
 
 
 class AgentOutcome(BaseModel):
@@ -35,6 +36,9 @@ class AgentOutcome(BaseModel):
     metrics: Metrics = Field(default_factory=Metrics)
     has_marker: bool = False
     cut_from: int = 0  # when the response or error was cut to fit RESULT_MAX_BYTES: its size before, in bytes
+    # Why the agent's pod was lost before it reported a result (deleted, evicted, its node gone: results.lost_why);
+    # "" for an agent that ended by itself. A lost agent may be started again, to continue from its journal.
+    lost: str = ""
 
 
 # The most of an agent's response (or error) that enters a Temporal payload and status.result: well under
@@ -86,6 +90,8 @@ class JobRequest(BaseModel):
     gate_verdict: str | None = None  # the post-gate Job: the gate's label, as GATE_VERDICT
     attempt: int = 1  # a retried run's attempt: its agent and gate Jobs have their own names
     task: str | None = None  # a retried attempt's task (the original, the rejected output, the feedback)
+    restart: int = 0  # the agent started again after its pod was lost: its Job of this restart (names.job_name)
+    deadline_seconds: int | None = None  # the agent Job's activeDeadlineSeconds when not the run's timeout
 
 
 class JobRef(BaseModel):

@@ -68,7 +68,8 @@ def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer
     acts = KubeActivities(settings.kube.api_client(user_agent=user_agent("worker")), default_image=settings.agent_image,
                           fallback_poll_seconds=settings.fallback_poll_seconds, qps=settings.kube.qps,
                           burst=settings.kube.burst, events=events, informer=informer,
-                          keep_log_bytes=settings.keep_log_bytes)
+                          keep_log_bytes=settings.keep_log_bytes, agent_restarts=settings.agent_restarts,
+                          tools_image=settings.tools_image or settings.agent_image)
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,

@@ -27,6 +27,13 @@ class WorkerSettings(BaseSettings):
     # serves them on 9464 (worker.sdkMetricsPort); the embedded stack does not (its processes share one host).
     metrics_address: str = ""
     agent_image: str = DEFAULT_AGENT_IMAGE
+    # How often a run's agent is started again when its pod is lost before it reported a result (deleted, evicted,
+    # its node gone), continuing from its journal (SPEC §9). Every run then has a workspace PVC for the journal;
+    # 0: no restarts, and runs without hooks keep /workspace in an emptyDir.
+    agent_restarts: int = Field(2, ge=0, le=10)
+    # The image of the tools container, where a run without a sandbox runs its commands (it needs only a POSIX sh;
+    # any tools it should have, a run's commands find there). Empty: the agent image (agent_image).
+    tools_image: str = ""
     # How long a run waits for a Job event before checking the Job itself.
     fallback_poll_seconds: int = 60
     # The tail of each container's log (the agent's, each hook's) the cleanup step keeps in the run's ConfigMap

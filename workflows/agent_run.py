@@ -97,6 +97,11 @@ SUB_AGENT_PATCH = "sub-agent-condition"
 # of a finished pod's log) that runs inside the workflow task that asked for it, so the step after a Job's end
 # is scheduled in that same task; no activity task travels through the server for it.
 LOCAL_OBSERVE_PATCH = "observe-locally"
+# Runs whose agent's pod was lost before it reported a result (deleted, evicted, its node gone) with this marker
+# start the agent again, in a Job of its own, up to the run's agent_restarts times; it continues from its journal.
+RESTART_PATCH = "agent-restarts"
+# The least time left of a run's timeout for which a lost agent is started again (less: the run fails).
+MIN_RESTART_SECONDS = 5
 # Runs whose first verdict came with this marker take a verdict that claims our API or bridge as theirs only with their
 # signature for this run, once (models/signing.py), wherever the worker has signing keys; before it, arriving
 # encrypted was the proof, which the codec server's /codec/encode gave any API token. Set where the first verdict is
@@ -248,7 +253,7 @@ class AgentRunWorkflow:
         # 6. The agent.
         if agent is None:
             agent = await self._agent(run, prepare=not prepared)
-            failure = FailureReason.of_agent(agent.exit_code, agent.error)
+            failure = FailureReason.of_agent(agent.exit_code, agent.error, lost=agent.lost)
         if agent.status == "skipped":
             return await self._finish(Phase.SKIPPED, result=agent.response, exit_code=agent.exit_code)
         # 7. postRun hooks (after failures and timeouts too, with the real exit code), and the gate; a retry
@@ -258,7 +263,7 @@ class AgentRunWorkflow:
         if run.post_run and run.gate_hook is not None:
             gate, result, agent = await self._gate_and_postrun(run, agent, retry=failure != FailureReason.HOOK_FAILED)
             if self._attempt > 1:
-                failure = FailureReason.of_agent(agent.exit_code, agent.error)
+                failure = FailureReason.of_agent(agent.exit_code, agent.error, lost=agent.lost)
                 if agent.status == "skipped":
                     return await self._finish(Phase.SKIPPED, result=agent.response, exit_code=agent.exit_code)
         elif run.post_run:
@@ -311,36 +316,65 @@ class AgentRunWorkflow:
 
     async def _agent(self, run: ResolvedRun, *, prepare: bool, task: str | None = None) -> AgentOutcome:
         """The agent's Job of this attempt, to its end (its own deadline, per attempt); `task`: a retried
-        attempt's (the original task, the rejected output and the feedback)."""
-        job = await self._start_job(run, "agent-run", prepare=prepare, phase=Phase.RUNNING, attempt=self._attempt,
-                                    task=task)
-        report = await self._watch.wait(job,
-                                        deadline=timedelta(seconds=run.timeout_seconds) + policies.AGENT_DEADLINE_GRACE)
-        if report.state.reason == "DeadlineExceeded":
-            await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
-        assert report.agent is not None
-        self._attempts.ran(report.agent.metrics)
-        return report.agent
+        attempt's (the original task, the rejected output and the feedback). An agent whose pod was lost before
+        it reported a result is started again (`_restart`), within what is left of the attempt's timeout."""
+        started = workflow.now()
+        restart, deadline = 0, run.timeout_seconds
+        while True:
+            job = await self._start_job(run, "agent-run", prepare=prepare and not restart,
+                                        phase=None if restart else Phase.RUNNING, attempt=self._attempt, task=task,
+                                        restart=restart, deadline_seconds=deadline if restart else None)
+            report = await self._watch.wait(job, deadline=timedelta(seconds=deadline) + policies.AGENT_DEADLINE_GRACE)
+            if report.state.reason == "DeadlineExceeded":
+                await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
+            agent = report.agent
+            assert agent is not None
+            if not agent.lost:
+                break
+            left = run.timeout_seconds - int((workflow.now() - started).total_seconds())
+            if not self._restart(run, agent, restart=restart, left=left):
+                break
+            restart, deadline = restart + 1, left
+        self._attempts.ran(agent.metrics)
+        return agent
+
+    def _restart(self, run: ResolvedRun, agent: AgentOutcome, *, restart: int, left: int) -> bool:
+        """Whether a lost agent starts again (restart `restart + 1`): while the run's restarts and its time last.
+        Otherwise its outcome (an error naming the lost pod) says why it did not."""
+        if restart >= run.agent_restarts:
+            if run.agent_restarts:
+                agent.error += f"; it was started again {restart} time(s), the most this run allows"
+            return False
+        if left < MIN_RESTART_SECONDS:
+            agent.error += f"; {max(left, 0)}s of its timeout ({run.timeout_seconds}s) are left: not started again"
+            return False
+        if not workflow.patched(RESTART_PATCH):
+            return False
+        job = job_name(run.ref.name, "agent-run", self._attempt, restart + 1)
+        self._record.agent_restarted(agent.error, restart=restart + 1, most=run.agent_restarts, job=job)
+        return True
 
     async def _start_job(self, run: ResolvedRun, component: Component, *, prepare: bool, phase: Phase | None,
                          agent: AgentOutcome | None = None, gate: GateStatus | None = None,
                          after_gate: tuple[str, str] | None = None, attempt: int = 1,
-                         task: str | None = None) -> JobRef:
+                         task: str | None = None, restart: int = 0, deadline_seconds: int | None = None) -> JobRef:
         """Start a Job of the run, writing the status its start changes (run_status.py says which fields)."""
         gate_only = gate is not None and self._gate.strict
         req = job_request(run, component, workflow_id=workflow.info().workflow_id, attempt=attempt, task=task,
-                          agent=agent, gate_only=gate_only, after_gate=after_gate)
-        status = job_status(phase, job_name(run.ref.name, component, attempt), conditions=self._record.conditions,
+                          agent=agent, gate_only=gate_only, after_gate=after_gate, restart=restart,
+                          deadline_seconds=deadline_seconds)
+        status = job_status(phase, job_name(run.ref.name, component, attempt, restart),
+                            conditions=self._record.conditions,
                             gate=self._gate.status(), attempt=attempt, attempts=self._attempts.kept(),
                             with_retry=run.retry is not None, pending_gate=gate, pod=self._pod, agent=agent,
-                            gate_only=gate_only, after_gate=after_gate)
+                            gate_only=gate_only, after_gate=after_gate, restart=restart)
         if phase is not None:
             self._set_phase(phase)
         if gate is not None:
             self._record.emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
         started: JobStarted = await self._act(KubeActivities.start_job, StartJob(
             job=req, prepare=prepare, status=status, events=self._record.take_events(), clear_verdict=gate_only),
-            job_summary(run, component, attempt, gate_only=gate_only, prepare=prepare))
+            job_summary(run, component, attempt, gate_only=gate_only, prepare=prepare, restart=restart))
         self._record.retry_later(started.unpublished)
         if gate_only:
             self._gate.started(started.run_version)

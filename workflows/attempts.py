@@ -53,10 +53,13 @@ class Attempts:
         return list(self._decided[-ATTEMPTS_KEPT:]) or None
 
     def usage(self, agent: Metrics) -> TokenUsage:
-        """The run's token usage: summed over the attempts (`agent`'s alone if no attempt's was recorded)."""
+        """The run's token usage: summed over the attempts (`agent`'s alone if no attempt's was recorded). An attempt
+        whose agent was started again reports its restarts' usage too: the agent adds up every container's model
+        calls from its journal, and a lost container reports nothing."""
         every = self._metrics or [agent]
         m = Metrics(input_tokens=sum(x.input_tokens for x in every), output_tokens=sum(x.output_tokens for x in every),
-                    tool_calls=sum(x.tool_calls for x in every), duration_ms=sum(x.duration_ms for x in every))
+                    tool_calls=sum(x.tool_calls for x in every), duration_ms=sum(x.duration_ms for x in every),
+                    cached_input_tokens=sum(x.cached_input_tokens for x in every))
         return TokenUsage(input_tokens=m.input_tokens, output_tokens=m.output_tokens,
                           total_tokens=m.input_tokens + m.output_tokens, tool_calls=m.tool_calls,
-                          duration_ms=m.duration_ms)
+                          duration_ms=m.duration_ms, cached_input_tokens=m.cached_input_tokens)

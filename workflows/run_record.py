@@ -111,6 +111,11 @@ class RunRecord:
         self.cond(ConditionType.GATE_RESOLVED, "True", label,
                   f"attempt {attempt} sent back: {reason}" if label == "retried" else reason)
 
+    def agent_restarted(self, lost: str, *, restart: int, most: int, job: str) -> None:
+        """The agent's pod was lost (`lost` says which and why): the agent starts again in `job`."""
+        self.cond(ConditionType.AGENT_RESTARTED, "True", Reason.POD_LOST,
+                  f"{lost}; started again in Job {job} (restart {restart} of {most}), continuing from its journal")
+
     def result_cut(self, agent: AgentOutcome) -> None:
         """The agent's response (or error) was cut to fit a payload and the status: by how much."""
         self.cond(ConditionType.RESULT_CUT, "True", Reason.RESULT_TOO_LARGE,

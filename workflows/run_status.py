@@ -19,10 +19,14 @@ with workflow.unsafe.imports_passed_through():
 
 
 def job_request(run: ResolvedRun, component: Component, *, workflow_id: str, attempt: int, task: str | None,
-                agent: AgentOutcome | None, gate_only: bool, after_gate: tuple[str, str] | None) -> JobRequest:
+                agent: AgentOutcome | None, gate_only: bool, after_gate: tuple[str, str] | None, restart: int = 0,
+                deadline_seconds: int | None = None) -> JobRequest:
     """The Job a step starts. `agent`: the agent's outcome, for postRun hooks; `gate_only`: the gate hook alone;
-    `after_gate` = (label, final result): the other postRun hooks, once the gate is resolved."""
+    `after_gate` = (label, final result): the other postRun hooks, once the gate is resolved; `restart`: the agent
+    started again after its pod was lost, within `deadline_seconds`."""
     req = JobRequest(run=run, component=component, workflow_id=workflow_id, attempt=attempt, task=task)
+    if restart:
+        req.restart, req.deadline_seconds = restart, deadline_seconds
     if agent is not None:
         # postRun hooks see the agent's exit code and text.
         req.agent_exit_code = agent.exit_code
@@ -35,31 +39,40 @@ def job_request(run: ResolvedRun, component: Component, *, workflow_id: str, att
     return req
 
 
-def job_summary(run: ResolvedRun, component: Component, attempt: int, *, gate_only: bool, prepare: bool) -> str:
-    """A Job's start as the Temporal UI names it: the agent's Job by its name, the gate's by its hook, the others
-    by their hooks' count; `prepare`: the step makes the run's lifecycle RBAC and workspace first."""
+def job_summary(run: ResolvedRun, component: Component, attempt: int, *, gate_only: bool, prepare: bool,
+                restart: int = 0) -> str:
+    """A Job's start as the Temporal UI names it: the agent's Job by its name (and which restart it is), the gate's
+    by its hook, the others by their hooks' count; `prepare`: the step makes the run's lifecycle RBAC and
+    workspace first."""
     if component == "agent-run":
-        summary = f"agent Job {job_name(run.ref.name, component, attempt)}"
+        summary = f"agent Job {job_name(run.ref.name, component, attempt, restart)}"
+        if restart:
+            summary += f" (restart {restart} of {run.agent_restarts}, from its journal)"
     elif component == "post-run" and gate_only:
         summary = f"gate hook {run.hooks_of(component, gate_only=True)[0].name}"
     else:
         summary = f"{component} Job with {len(run.hooks_of(component, gate_only=gate_only))} hook(s)"
     if prepare:
-        summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_hooks else "") + summary
+        summary = ("lifecycle RBAC, " if run.rbac else "") + ("workspace, " if run.has_workspace else "") + summary
     return summary
 
 
 def job_status(phase: Phase | None, job: str, *, conditions: list[Condition], gate: GateStatus,
                attempt: int = 1, attempts: list[AttemptRecord] | None = None, with_retry: bool = False,
                pending_gate: GateStatus | None = None, pod: str | None = None, agent: AgentOutcome | None = None,
-               gate_only: bool = False, after_gate: tuple[str, str] | None = None) -> StatusUpdate | None:
+               gate_only: bool = False, after_gate: tuple[str, str] | None = None,
+               restart: int = 0) -> StatusUpdate | None:
     """The status a Job's start writes (None: none). `phase`: the phase the Job starts (Running for the agent,
     PostRunning for the first postRun Job); `job`: its name; `conditions`: every condition recorded so far;
     `gate`: the gate as it stands; `pending_gate`: the gate this Job starts; `with_retry`: the run has
-    lifecycle.retry; other arguments as `job_request`'s."""
+    lifecycle.retry; `restart`: the agent's Job started again after its pod was lost; other arguments as
+    `job_request`'s."""
     status: AgentRunStatus | None = None
     write_conditions = False
-    if phase == Phase.RUNNING:
+    if restart:  # the run stays Running: its new Job, how often it restarted, and why (AgentRestarted)
+        status = AgentRunStatus(job_name=job, agent_restarts=restart)
+        write_conditions = True
+    elif phase == Phase.RUNNING:
         status = AgentRunStatus(phase=phase, job_name=job)
         if with_retry:  # the attempt starts: the status says which, and how the earlier ones ended
             status.attempt, status.attempts = attempt, attempts

@@ -16,6 +16,7 @@ from activities.manifests import (
     prerun_job,
     workspace_pvc,
 )
+from agentrunner.executor import wrap
 from models.agent import normalize_agent
 from models.bounds import ENV_TEXT_MAX_BYTES
 from models.resolve import ResolvedRun, resolve_run
@@ -71,7 +72,7 @@ def test_agent_job_has_the_specified_shape_env_and_labels() -> None:
     assert names[-2:] == ["ALPHA", "ZED"], "spec.env comes last, sorted by key"
     assert dict(env_of(c))["TASK"] == "do"
     assert {"secretKeyRef": {"name": "key", "key": "OPENAI_API_KEY", "optional": True}} in [v for _, v in env_of(c)]
-    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/workspace", "/ipc", "/tmp"]
+    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/workspace", "/ipc", "/tmp", "/agentrun/exec"]
 
 
 def test_runs_without_hooks_use_empty_dirs_and_runs_with_hooks_share_the_pvc() -> None:
@@ -80,7 +81,7 @@ def test_runs_without_hooks_use_empty_dirs_and_runs_with_hooks_share_the_pvc() -
     hooked = agent_job(resolved(**HOOKS), workflow_id="wf")["spec"]["template"]["spec"]
     assert hooked["volumes"][0] == {"name": "workspace", "persistentVolumeClaim": {"claimName": "run1-workspace"}}
     subpaths = {m["mountPath"]: m.get("subPath") for m in hooked["containers"][0]["volumeMounts"]}
-    assert subpaths == {"/workspace": "workspace", "/ipc": "ipc", "/tmp": None}
+    assert subpaths == {"/workspace": "workspace", "/ipc": "ipc", "/tmp": None, "/agentrun/exec": None}
 
 
 def test_prerun_job_runs_hooks_in_order_under_the_lifecycle_account_with_spec_env_winning() -> None:
@@ -208,14 +209,17 @@ def test_agent_sandbox_sets_the_pods_runtime_class_and_the_sandbox_adds_sympoziu
     assert pod["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
     [sidecar] = pod["initContainers"]
     assert sidecar == {
-        "name": "sandbox", "image": "sandbox:1", "restartPolicy": "Always", "command": ["sleep", "infinity"],
-        "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}, {"name": "tmp", "mountPath": "/tmp"}],
+        "name": "sandbox", "image": "sandbox:1", "restartPolicy": "Always",
+        "command": wrap("sandbox", ["sleep", "infinity"]),  # the run's commands run here
+        "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}, {"name": "exec-tmp", "mountPath": "/tmp"},
+                         {"name": "exec", "mountPath": "/agentrun/exec/sandbox", "subPath": "sandbox"}],
         "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"]}},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}}
     assert [c["name"] for c in pod["containers"]] == ["agent"]
+    assert {"name": "EXEC_DEFAULT_TARGET", "value": "sandbox"} in pod["containers"][0]["env"]
     plain = agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]
-    assert "runtimeClassName" not in plain and "initContainers" not in plain
+    assert "runtimeClassName" not in plain and [c["name"] for c in plain["initContainers"]] == ["tools"]
     assert plain["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
@@ -268,3 +272,41 @@ def test_a_task_too_long_for_an_env_var_reaches_the_agent_as_a_file_of_the_runs_
     (c,) = agent_job(run, workflow_id="wf", attempt=2, task="again")["spec"]["template"]["spec"]["containers"]
     env = dict(env_of(c))
     assert env["TASK"] == "again" and "TASK_FILE" not in env
+
+
+def test_a_restartable_agent_keeps_its_journal_on_the_workspace_pvc_in_a_directory_only_it_mounts() -> None:
+    run = resolved(**HOOKS).model_copy(update={"agent_restarts": 2})
+    plain = resolved().model_copy(update={"agent_restarts": 2})
+    for r in (run, plain):
+        pod = agent_job(r, workflow_id="wf")["spec"]["template"]["spec"]
+        assert pod["volumes"][0] == {"name": "workspace", "persistentVolumeClaim": {"claimName": "run1-workspace"}}
+        (agent,) = pod["containers"]
+        mounts = {m["mountPath"]: m.get("subPath") for m in agent["volumeMounts"]}
+        assert mounts["/agentrun/state"] == "state" and mounts["/workspace"] == "workspace"
+        assert dict(env_of(agent))["AGENT_STATE_DIR"] == "/agentrun/state/attempt-1"
+        for c in pod.get("initContainers") or []:
+            assert "/agentrun/state" not in {m["mountPath"] for m in c["volumeMounts"]}, c["name"]
+    assert dict(env_of(agent_job(run, workflow_id="wf", attempt=2)["spec"]["template"]["spec"]["containers"][0]))[
+        "AGENT_STATE_DIR"] == "/agentrun/state/attempt-2", "each attempt (its own task) has its own journal"
+    for job in (prerun_job(run, workflow_id="wf"), postrun_job(run, workflow_id="wf", agent_exit_code=0,
+                                                                agent_result="")):
+        for c in job["spec"]["template"]["spec"]["initContainers"] + job["spec"]["template"]["spec"]["containers"]:
+            assert "/agentrun/state" not in {m["mountPath"] for m in c["volumeMounts"]}, "hooks never see it"
+    without = agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]["containers"][0]
+    assert "AGENT_STATE_DIR" not in dict(env_of(without)), "no restarts: no journal"
+
+
+def test_an_agent_started_again_has_its_own_job_the_same_environment_and_what_is_left_of_its_time() -> None:
+    run = resolved(timeout="10m").model_copy(update={"agent_restarts": 2})
+    first = agent_job(run, workflow_id="wf")
+    again = agent_job(run, workflow_id="wf", restart=1, deadline_seconds=420)
+    assert again["metadata"]["name"] == "run1-restart1" and again["spec"]["activeDeadlineSeconds"] == 420
+    assert first["spec"]["activeDeadlineSeconds"] == 600
+    assert again["spec"]["template"]["spec"]["containers"] == first["spec"]["template"]["spec"]["containers"]
+
+
+def test_no_job_of_a_run_replaces_a_pod_that_is_still_terminating() -> None:
+    run = resolved(**HOOKS)
+    for job in (agent_job(run, workflow_id="wf"), prerun_job(run, workflow_id="wf"),
+                postrun_job(run, workflow_id="wf", agent_exit_code=0, agent_result="")):
+        assert job["spec"]["podReplacementPolicy"] == "Failed"

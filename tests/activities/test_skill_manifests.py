@@ -6,6 +6,7 @@ from typing import Any
 
 from activities import skill_manifests as skm
 from activities.manifests import agent_job, skill_rbac
+from agentrunner.executor import wrap
 from models.agent import normalize_agent
 from models.resolve import ResolvedRun, resolve_run
 from models.skills import resolve_skills
@@ -34,9 +35,10 @@ def pod_of(run: ResolvedRun) -> dict[str, Any]:
 
 def test_a_run_without_skills_has_no_skills_volume_sidecar_or_targets() -> None:
     pod = pod_of(resolved([]))
-    assert "initContainers" not in pod
-    assert [v["name"] for v in pod["volumes"]] == ["workspace", "ipc", "tmp"]
-    assert not any(e["name"] == "SYMPOZIUM_SKILL_TARGETS" for e in pod["containers"][0]["env"])
+    assert [c["name"] for c in pod["initContainers"]] == ["tools"], "only where its commands run"
+    assert [v["name"] for v in pod["volumes"]] == ["workspace", "ipc", "tmp", "exec", "exec-tmp"]
+    assert not any(e["name"] in ("SYMPOZIUM_SKILL_TARGETS", "AGENT_SIDECAR_TOOLS", "AGENT_SKILL_PARAMS")
+                   for e in pod["containers"][0]["env"])
 
 
 def test_skills_are_projected_read_only_at_skills_and_targets_name_the_sidecar_packs() -> None:
@@ -54,15 +56,17 @@ def test_skills_are_projected_read_only_at_skills_and_targets_name_the_sidecar_p
 
 def test_the_sidecar_is_a_native_sidecar_with_its_own_token_only_in_it() -> None:
     pod = pod_of(resolved(["tools"]))
-    [sc] = pod["initContainers"]
+    [_tools, sc] = pod["initContainers"]
     assert sc == {
-        "name": "skill-tools", "image": "tools:1", "restartPolicy": "Always", "command": ["serve"],
+        "name": "skill-tools", "image": "tools:1", "restartPolicy": "Always", "command": wrap("tools", ["serve"]),
         "imagePullPolicy": "Never",
         "env": [{"name": "A", "value": "1"}, {"name": "T", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
                 {"name": "SKILL_PACK", "value": "tools"}],
-        # mountWorkspace: false: no /workspace, no /ipc; /tmp and its own token
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
-                         {"name": "skill-token-0", "mountPath": skm.SA_PATH, "readOnly": True}],
+        # mountWorkspace: false: no /workspace, no /ipc; a /tmp that is not the agent's, its own token, and its own
+        # directory of the executor's volume
+        "volumeMounts": [{"name": "exec-tmp", "mountPath": "/tmp"},
+                         {"name": "skill-token-0", "mountPath": skm.SA_PATH, "readOnly": True},
+                         {"name": "exec", "mountPath": "/agentrun/exec/tools", "subPath": "tools"}],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "50m", "memory": "128Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
     token = next(v for v in pod["volumes"] if v["name"] == "skill-token-0")
@@ -76,9 +80,10 @@ def test_with_hooks_the_sidecar_shares_the_workspace_pvc_unless_told_not_to() ->
                        "spec": {"agentRef": "helper", "task": "do", "skills": ["tools"], "lifecycle": {
                            "preRun": [{"name": "p", "image": "busybox"}]}}}, AGENT, default_image="agent:1")
     run.skill_packs = resolve_skills(run.skills, {"tools": tools}, field="spec.skills")
-    [sc] = pod_of(run)["initContainers"]
-    assert [m["mountPath"] for m in sc["volumeMounts"]] == ["/workspace", "/ipc", "/tmp", skm.SA_PATH]
-    assert sc["command"] == ["sleep", "infinity"]
+    [_tools, sc] = pod_of(run)["initContainers"]
+    assert [m["mountPath"] for m in sc["volumeMounts"]] == ["/workspace", "/ipc", "/tmp", skm.SA_PATH,
+                                                            "/agentrun/exec/tools"]
+    assert sc["command"] == wrap("tools", []), "no command: the executor alone (the image's entrypoint is unknown)"
 
 
 def test_per_run_rbac_is_exactly_the_packs_rules_bound_to_its_own_account() -> None:

@@ -34,15 +34,19 @@ async def admit(webhook: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, A
 async def test_each_kind_is_admitted_with_a_warning_per_field_without_effect(webhook: httpx.AsyncClient) -> None:
     pack = yaml.safe_load((FIXTURES / "skillpack.yaml").read_text())
     out = await admit(webhook, definition_review(pack, "skillpacks"))
-    # The fixture sets every sidecar field but requiresServer (false).
+    # The fixture sets every sidecar field but requiresServer (false); clusterRBAC and tools act.
     assert out["warnings"] == [f"{f}: has no effect here" for f in (
-        "spec.runtimeRequirements", "spec.sidecar.clusterRBAC", "spec.sidecar.secretRef", "spec.sidecar.secretMountPath",
-        "spec.sidecar.hostAccess", "spec.sidecar.ports", "spec.sidecar.volumes", "spec.sidecar.volumeMounts",
-        "spec.sidecar.tools")], out
+        "spec.runtimeRequirements", "spec.sidecar.secretRef", "spec.sidecar.secretMountPath",
+        "spec.sidecar.hostAccess", "spec.sidecar.ports", "spec.sidecar.volumes", "spec.sidecar.volumeMounts")], out
 
     plain = {"apiVersion": f"{G}/{V}", "kind": "SkillPack", "metadata": {"name": "notes"},
              "spec": {"skills": [{"name": "notes", "content": "Write notes."}]}}
     assert "warnings" not in await admit(webhook, definition_review(plain, "skillpacks", op="UPDATE"))
+    # A sidecar without a command runs the executor alone: its image's entrypoint does not run, and that is said.
+    bare = {**plain, "spec": {"skills": [{"name": "notes", "content": "Write notes."}],
+                              "sidecar": {"image": "ghcr.io/org/tools:1"}}}
+    [note] = (await admit(webhook, definition_review(bare, "skillpacks")))["warnings"]
+    assert note.startswith("spec.sidecar.command is not set: the sidecar runs agentrun's executor alone"), note
 
     for fixture, resource, expected in (
             ("personapack.yaml", "personapacks", ["spec.workflowType", "spec.relationships[0]",

@@ -161,7 +161,6 @@ async def test_a_run_may_use_its_agents_key_but_send_it_only_where_the_agent_doe
     for spec, field in (({"model": {"baseURL": "http://127.0.0.1:9/v1"}}, "spec.model.baseURL"),
                         ({"model": {"provider": "ollama"}}, "spec.model.provider"),
                         ({"image": "registry.example/mine:1"}, "spec.image"),
-                        ({"env": {"MODEL_BASE_URL": "http://127.0.0.1:9/v1"}}, "spec.env.MODEL_BASE_URL"),
                         ({"env": {"HTTPS_PROXY": "http://127.0.0.1:9"}}, "spec.env.HTTPS_PROXY"),
                         ({"env": {"PYTHONPATH": "/workspace"}}, "spec.env.PYTHONPATH")):
         message = refused(await as_runner(**spec), f'{field} (would send the provider key of Agent "keyed", Secret '
@@ -170,6 +169,11 @@ async def test_a_run_may_use_its_agents_key_but_send_it_only_where_the_agent_doe
         assert message
         # Whoever may read the key may send it where they like.
         assert (await admit(webhook, request(ns, "agentruns", run("r", "keyed", **spec), "owner")))["allowed"]
+    # MODEL_BASE_URL in the run's env is the agent's endpoint: agentrun sets it from the model, and no run's env may
+    # replace it, whoever may read the key (models/policy.py RESERVED_AGENT_ENV).
+    for who in ("runner", "owner"):
+        refused(await admit(webhook, request(ns, "agentruns", run("r", "keyed", env={"MODEL_BASE_URL": "http://x/v1"}),
+                                             who)), "spec.env.MODEL_BASE_URL: MODEL_BASE_URL is set for the agent by agentrun")
 
 
 async def test_what_the_control_plane_creates_is_checked_as_the_author_it_carries(

@@ -66,10 +66,10 @@ def test_the_replay_bench_ends_with_its_documented_figures_and_names_a_missing_h
 
 def test_the_agent_bench_ends_with_its_documented_figures() -> None:
     out = subprocess.run([sys.executable, "-m", "bench.agent", "--starts", "1", "--rounds", "3", "--execs", "5",
-                          "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          "--cluster-rounds", "2", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(figures) == _documented("agent")
     assert all(figures[k] > 0 for k in ("agent_cold_start_s", "agent_cold_start_anthropic_s", "round_overhead_ms_p50",
                                         "journal_bytes_per_round", "exec_roundtrip_ms_p50", "file_tool_ms_p50"))
-    assert figures["run20_overhead_s"] is None
+    assert figures["run20_overhead_s"] > 0, "a run of 2 rounds on the stack"

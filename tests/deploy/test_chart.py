@@ -95,6 +95,7 @@ ENV = {
     "common": {"AGENTRUN_TEMPORAL__ADDRESS", "AGENTRUN_TEMPORAL__NAMESPACE", "AGENTRUN_TEMPORAL__TASK_QUEUE",
                "AGENTRUN_TEMPORAL__TLS", "AGENTRUN_KUBE__KUBECONFIG", "AGENTRUN_KUBE__QPS", "AGENTRUN_KUBE__BURST"},
     "worker": {"AGENTRUN_NATS__URL", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_FALLBACK_POLL_SECONDS", "AGENTRUN_NAMESPACES",
+               "AGENTRUN_AGENT_RESTARTS",
                "AGENTRUN_MAX_CONCURRENT_ACTIVITIES", "AGENTRUN_MAX_CACHED_WORKFLOWS", "AGENTRUN_SETUP_SEARCH_ATTRIBUTES",
                "AGENTRUN_HEALTH__HOST", "AGENTRUN_HEALTH__PORT", "AGENTRUN_METRICS_ADDRESS", "AGENTRUN_KEEP_LOG_BYTES"},
     "bridge": {"AGENTRUN_NAMESPACES", "AGENTRUN_LEASE_NAMESPACE", "AGENTRUN_LEASE_NAME", "AGENTRUN_LEASE_SECONDS",
@@ -252,6 +253,26 @@ def test_listed_namespaces_get_roles_and_no_cluster_roles(chart: helm.Chart) -> 
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}]}
 
 
+NODES_READ = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
+
+
+@pytest.mark.parametrize("namespaces", [[], ["team-a"]], ids=["cluster", "watchNamespaces"])
+def test_the_worker_holds_cluster_wide_only_the_rules_a_skill_packs_cluster_rbac_may_grant(
+        chart: helm.Chart, namespaces: list[str]) -> None:
+    assert not any(r["metadata"]["name"] == "agentrun-worker-cluster-grants"
+                   for r in of(rendered(chart, {"watchNamespaces": namespaces}), "ClusterRole")), "none by default"
+    docs = rendered(chart, {"watchNamespaces": namespaces, "worker": {"grantableClusterRules": NODES_READ}})
+    role = next(r for r in of(docs, "ClusterRole") if r["metadata"]["name"] == "agentrun-worker-cluster-grants")
+    assert role["rules"] == [{"apiGroups": ["rbac.authorization.k8s.io"],
+                              "resources": ["clusterroles", "clusterrolebindings"],
+                              "verbs": ["get", "list", "create", "delete"]}, *NODES_READ]
+    binding = next(b for b in of(docs, "ClusterRoleBinding")
+                   if b["metadata"]["name"] == "agentrun-worker-cluster-grants")
+    assert binding["roleRef"]["name"] == "agentrun-worker-cluster-grants"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "agentrun-worker", "namespace": NS}]
+    assert component_env(docs, "worker")["AGENTRUN_AGENT_RESTARTS"]["value"] == "2"
+
+
 def test_each_process_gets_exactly_the_variables_it_reads(chart: helm.Chart) -> None:
     docs = rendered(chart, {})
     for component in ("worker", "bridge", "api"):
@@ -398,6 +419,9 @@ def test_optional_network_policies_and_service_monitor(chart: helm.Chart) -> Non
     ({"temporal": {"address": "no-port"}}, "address"),
     ({"watchNamespaces": ["Not_A_Namespace"]}, "watchNamespaces"),
     ({"worker": {"grantableRules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["*"]}]}}, "verbs"),
+    ({"worker": {"grantableClusterRules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["escalate"]}]}},
+     "verbs"),
+    ({"worker": {"agentRestarts": -1}}, "agentRestarts"),
 ])
 def test_bad_values_are_refused_by_the_schema_naming_the_field(chart: helm.Chart, values: dict[str, Any],
                                                                 complaint: str) -> None:

@@ -6,6 +6,7 @@ session. In CI a missing image builder fails the test; elsewhere it is skipped w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from agentrunner.executor import wrap
+from agentrunner.tools.shell import Executor
 from cli.stack import TemporalDevServer, free_port
 from localkube.testing import Handle
 from models.search_attributes import SEARCH_ATTRIBUTES
@@ -76,7 +79,7 @@ def mounted(images: tuple[str, str]) -> Iterator[dict[str, Mounted]]:
 
 def sandbox(image: Mounted, args: list[str] | None = None, *, env: dict[str, str] | None = None,
             entrypoint: list[str] | None = None, share_net: bool = False,
-            ro_binds: dict[Path, str] | None = None) -> list[str]:
+            ro_binds: dict[Path, str] | None = None, binds: dict[Path, str] | None = None) -> list[str]:
     """The command that runs the image as its config says (entrypoint, cmd, user, env, workdir) on a read-only
     root with a tmpfs /tmp.
 
@@ -93,6 +96,8 @@ def sandbox(image: Mounted, args: list[str] | None = None, *, env: dict[str, str
            "--clearenv"]
     for src, dest in (ro_binds or {}).items():
         cmd += ["--ro-bind", str(src), dest]
+    for src, dest in (binds or {}).items():
+        cmd += ["--bind", str(src), dest]
     for k, v in environ.items():
         cmd += ["--setenv", k, v]
     return [*cmd, *argv]
@@ -148,6 +153,32 @@ def test_the_agent_image_runs_a_tool_loop_against_a_model_with_compiled_bytecode
     assert out.returncode == 0, out.stdout + out.stderr
     assert '"response":"listed it"' in out.stdout and '"toolCalls":1' in out.stdout
     assert len(model.requests) == 2
+
+
+def test_the_agent_image_serves_as_the_tools_container(mounted: dict[str, Mounted], tmp_path: Path) -> None:
+    """The pod's tools container is the agent image with the executor as its command (activities/exec_manifests.py):
+    on a read-only root, as the image's user, it serves a command sent through its exec directory, which runs with
+    the container's own environment (the image's PATH and python) and nothing of the agent's."""
+    exec_root, workspace = tmp_path / "exec", tmp_path / "workspace"
+    (exec_root / "tools").mkdir(parents=True)
+    workspace.mkdir()
+    # Under /tmp (this sandbox's tmpfs): bubblewrap cannot make mount points on the read-only image, which a
+    # container runtime does for the pod's /agentrun/exec/tools and /workspace.
+    cmd = sandbox(mounted[AGENT], [], entrypoint=wrap("tools", [], exec_dir="/tmp/agentrun/exec"),
+                  binds={exec_root / "tools": "/tmp/agentrun/exec/tools", workspace: "/tmp/workspace"})
+    tools = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # The agent's side of the protocol, as the agent container runs it (its view of the exec volume).
+        executor = Executor(exec_dir=exec_root, targets=("tools",), default_target="tools", start_timeout=60)
+        outcome = asyncio.run(executor.run("tools", "echo in $PWD; python3 -c 'print(1 + 1)'; env | sort > env.txt",
+                                           seconds=30, cwd="/tmp/workspace"))
+    finally:
+        tools.terminate()
+        _, err = tools.communicate(timeout=10)
+    assert outcome.exit_code == 0, (outcome.stdout, outcome.stderr, err)
+    assert outcome.stdout.split() == ["in", "/tmp/workspace", "2"]
+    env = (workspace / "env.txt").read_text()
+    assert "PATH=/opt/agent/bin:" in env and "API_KEY" not in env
 
 
 def test_the_images_carry_no_compiler_and_no_embedded_stack_binaries(mounted: dict[str, Mounted]) -> None:

@@ -44,16 +44,17 @@ def test_permanent_failures_fail_the_run_with_a_clear_error_and_no_retry_storm(
     jobs = record(ns, "jobs")
     stack.create(ns, "agents", agent())
     forbidden = faults(ns, verb="create", resource="jobs", code=403, times=-1, message="jobs are not for you")
-    invalid = faults(ns, verb="create", resource="persistentvolumeclaims", code=422, times=-1,
+    # Once: every run has a workspace now (its journal), so the second run's must be made.
+    invalid = faults(ns, verb="create", resource="persistentvolumeclaims", code=422, times=1,
                      message="storage request is invalid")
-    stack.create(ns, "agentruns", agent_run("nojob"))  # no hooks: fails creating the agent Job
-    stack.create(ns, "agentruns", agent_run("nopvc", lifecycle={  # hooks: fails creating the workspace
+    stack.create(ns, "agentruns", agent_run("nopvc", lifecycle={  # fails creating the workspace
         "preRun": [hook("pre", "true")],
         "rbac": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}))
+    nopvc = stack.wait_phase(ns, "nopvc", timeout=30)["status"]
+    stack.create(ns, "agentruns", agent_run("nojob"))  # then fails creating the agent Job
     nojob = stack.wait_phase(ns, "nojob", timeout=30)["status"]
     assert nojob["phase"] == "Failed", nojob
     assert "jobs are not for you" in nojob["error"] and "403" in nojob["error"] and "Job" in nojob["error"], nojob
-    nopvc = stack.wait_phase(ns, "nopvc", timeout=30)["status"]
     assert nopvc["phase"] == "Failed", nopvc
     assert "storage request is invalid" in nopvc["error"] and "422" in nopvc["error"], nopvc
     assert "PersistentVolumeClaim" in nopvc["error"] or "workspace" in nopvc["error"], nopvc

@@ -311,7 +311,7 @@ def test_sympozium_fields_with_no_effect_warn_at_kubectl_apply_and_mark_the_run(
 
         # Packs and Models are admitted with warnings too (the bridge writes the same into their status).
         fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "sympozium"
-        for fixture, said in (("skillpack.yaml", "Warning: spec.sidecar.clusterRBAC: has no effect here"),
+        for fixture, said in (("skillpack.yaml", "Warning: spec.sidecar.hostAccess: has no effect here"),
                               ("model.yaml", "Warning: Model: agentrun does not download or serve models")):
             doc = yaml.safe_load((fixtures / fixture).read_text())
             doc["metadata"]["namespace"] = ns

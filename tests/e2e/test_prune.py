@@ -252,3 +252,55 @@ async def test_while_temporal_is_unreachable_the_bridge_keeps_retrying_and_creat
     finally:
         task.cancel()
         await asyncio.to_thread(server.stop)
+
+
+def _cluster_grant(stack: Stack, name: str, labels: dict[str, str]) -> None:
+    """A per-run ClusterRole and binding as a SkillPack sidecar's clusterRBAC makes them (activities/skill_manifests)."""
+    meta = {"name": name, "labels": {"sympozium.ai/component": "skill", **labels}}
+    stack.rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                    "metadata": meta, "rules": [{"apiGroups": [""], "resources": ["nodes"],
+                                                                 "verbs": ["list"]}]})
+    stack.rbac.create_cluster_role_binding({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": labels["agentrun.dev/run-namespace"]}]})
+
+
+def _granted(stack: Stack, prefix: str) -> set[str]:
+    roles = {r.metadata.name for r in stack.rbac.list_cluster_role().items if r.metadata.name.startswith(prefix)}
+    bindings = {b.metadata.name for b in stack.rbac.list_cluster_role_binding().items
+                if b.metadata.name.startswith(prefix)}
+    assert roles == bindings, (roles, bindings)
+    return roles
+
+
+async def test_a_pass_removes_the_cluster_rbac_of_runs_that_are_gone_or_ended_and_keeps_a_running_ones(
+        stack: Stack, namespace: str, second_namespace: str) -> None:
+    ns, prefix = namespace, f"sweep-{uuid.uuid4().hex[:6]}"
+    stack.create(ns, "agents", agent())
+    run_in_waves(stack, ns, [[("done", "helper")]])
+    stack.create(ns, "agentruns", agent_run("alive", task="sleep:60 hi"))
+    alive = stack.wait_phase(ns, "alive", {"Running"})
+    done = stack.get_run(ns, "done")
+    assert done is not None
+    for who, run, uid, where in (("alive", "alive", alive["metadata"]["uid"], ns),
+                                 ("done", "done", done["metadata"]["uid"], ns),
+                                 ("gone", "gone", "uid-of-a-run-deleted-without-cleanup", ns),
+                                 ("other", "gone", "uid-elsewhere", second_namespace)):
+        _cluster_grant(stack, f"{prefix}-{who}", {"sympozium.ai/agent-run": run, "agentrun.dev/run-uid": uid,
+                                                  "agentrun.dev/run-namespace": where})
+    temporal = await connect(stack)
+    queue = f"prune-test-{uuid.uuid4().hex[:6]}"
+    async with Worker(temporal, task_queue=queue, workflows=[PruneHistoryWorkflow],
+                      activities=[PruneActivities(Kube(stack.api)).prune_run_history]):
+        summary = await temporal.execute_workflow(PruneHistoryWorkflow.run, PruneRequest(keep=50, namespaces=[ns]),
+                                                  id=f"prune-test-{uuid.uuid4().hex[:6]}", task_queue=queue)
+    try:
+        assert summary.cluster_rbac_removed == 4, summary
+        assert _granted(stack, prefix) == {f"{prefix}-alive", f"{prefix}-other"}, \
+            "a running run keeps its grant; another namespace's is not this pass's"
+    finally:
+        stack.custom.delete_namespaced_custom_object("sympozium.ai", "v1alpha1", ns, "agentruns", "alive")
+        for name in _granted(stack, prefix):
+            stack.rbac.delete_cluster_role_binding(name)
+            stack.rbac.delete_cluster_role(name)

@@ -44,7 +44,11 @@ SHAPES: dict[str, dict[str, Any]] = {
     "fields-ignored": {"dryRun": True},
     # A sub-agent of a run made first: the SubAgent condition (patch sub-agent-condition).
     "sub-agent": {"parent": {"runName": "boss", "sessionKey": "s", "spawnDepth": 1}},
+    # The agent's pod is deleted while it runs: the agent is started again in a Job of its own (patch agent-restarts).
+    "agent-restarted": {"task": "sleep:6 hi"},
 }
+# Shapes whose agent pod the test deletes once it runs.
+POD_DELETED = {"agent-restarted"}
 EARLY_SIGNAL = {"gate-refused-early-then-timeout"}
 SIGNAL_WHILE_PENDING = {"gate-rejected-by-signal": "reject", "gate-approved-then-hooks": "approve",
                         "gate-retried-then-approved": "retry"}
@@ -78,7 +82,15 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
             again = wait_for(lambda: pending("r-try2"), timeout=60, what="attempt 2's gate to wait")
             await client.get_workflow_handle(again["status"]["workflowId"]).signal(
                 AgentRunWorkflow.verdict, Verdict(action=THEN_WHILE_PENDING[shape]))
-    run = stack.wait_phase(namespace, "r")
+    if shape in POD_DELETED:
+        def agent_pod() -> Any:
+            pods = stack.core.list_namespaced_pod(namespace, label_selector="job-name=r").items
+            return pods[0] if pods and pods[0].status.phase == "Running" else None
+        pod = wait_for(agent_pod, timeout=60, what="the agent's pod to run")
+        stack.core.delete_namespaced_pod(pod.metadata.name, namespace)
+    run = stack.wait_phase(namespace, "r", timeout=120)
+    if shape in POD_DELETED:
+        assert (run["status"]["phase"], run["status"]["agentRestarts"]) == ("Succeeded", 1), run["status"]
     handle = client.get_workflow_handle(run["status"]["workflowId"])
     await handle.result()  # the workflow has also finished its cleanup
     history = await handle.fetch_history()
@@ -95,7 +107,8 @@ def _save(shape: str, text: str) -> None:
     # Type "AgentRun"; the unprefixed ones are version 1 ("AgentRunWorkflow"); v2- were recorded before the final
     # status moved into the cleanup step (patch final-status-in-cleanup), v3- after, v4- once a run looks at its
     # Jobs in a local activity (patch observe-locally), v5- once a verdict claiming our API or bridge must carry their
-    # signature (patch signed-verdicts, marked where a run's first verdict arrives: the shapes that get one).
+    # signature (patch signed-verdicts, marked where a run's first verdict arrives: the shapes that get one) and once a
+    # lost agent pod is started again (patch agent-restarts: the agent-restarted shape).
     path = OUT / f"v5-{shape}.json"
     if not path.exists():
         path.write_text(text)

@@ -12,6 +12,7 @@ from typing import Any, cast
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from agentrunner.executor import wrap
 from models.resolve import RunRef
 from models.run import workflow_id
 from tests.e2e.conftest import Stack, agent, agent_run, ensure_runtime_class, hook
@@ -54,9 +55,9 @@ def test_agent_sandbox_runtime_class_and_the_sandbox_sidecar_reach_the_pod_or_fa
     assert stack.wait_phase(ns, "iso")["status"]["phase"] == "Succeeded"
     pod = _agent_pod(stack, ns, "iso")
     assert pod.spec.runtime_class_name == "gvisor" and pod.metadata.owner_references[0].kind == "Job"
-    [sidecar] = pod.spec.init_containers
+    [sidecar] = pod.spec.init_containers  # the sandbox, where the run's commands run: no tools container
     assert (sidecar.name, sidecar.image, sidecar.restart_policy, sidecar.command) == (
-        "sandbox", "ghcr.io/org/sandbox:2", "Always", ["sleep", "infinity"])
+        "sandbox", "ghcr.io/org/sandbox:2", "Always", wrap("sandbox", ["sleep", "infinity"]))
     assert sidecar.resources.limits == {"cpu": "250m", "memory": "384Mi"}
     assert sidecar.security_context.read_only_root_filesystem and sidecar.security_context.capabilities.drop == ["ALL"]
 

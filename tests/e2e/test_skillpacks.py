@@ -76,7 +76,8 @@ def test_a_skill_pack_applies_strictly_whole_and_its_configmap_follows_its_edits
                       _pack(stack, ns, "ops-toolkit")["status"], what="the SkillPack's status")
     assert (status["phase"], status["configMapName"], status["skillCount"]) == ("Ready", "ops-toolkit", 2)
     ignored = next(c for c in status["conditions"] if c["type"] == "FieldsIgnored")
-    assert "spec.sidecar.clusterRBAC" in ignored["message"] and "spec.sidecar.hostAccess" in ignored["message"]
+    # clusterRBAC acts (a per-run ClusterRole); hostAccess does not.
+    assert "spec.sidecar.clusterRBAC" not in ignored["message"] and "spec.sidecar.hostAccess" in ignored["message"]
     assert ignored["reason"] == "NoEffectHere"  # as on runs and the other packs
 
     # An edit: one skill rewritten, one removed; the ConfigMap holds exactly the new files.
@@ -85,6 +86,15 @@ def test_a_skill_pack_applies_strictly_whole_and_its_configmap_follows_its_edits
     assert out.returncode == 0, out.stderr
     wait_for(lambda: stack.core.read_namespaced_config_map("ops-toolkit", ns).data == {"triage.md": "v2"},
              what="the ConfigMap to follow the edit")
+
+    # A sidecar without a command runs the executor alone, not its image's entrypoint: the pack's status says so.
+    out = kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "sympozium.ai/v1alpha1", "kind": "SkillPack", "metadata": {"name": "bare"},
+        "spec": {"skills": [{"name": "s", "content": "x"}], "sidecar": {"image": "registry.example/tools:1"}}}))
+    assert out.returncode == 0, out.stderr
+    note = wait_for(lambda: next((c for c in (_pack(stack, ns, "bare").get("status") or {}).get("conditions") or []
+                                  if c["type"] == "EntrypointNotRun"), None), what="the bare pack's condition")
+    assert (note["status"], note["reason"]) == ("True", "NoCommand") and "executor alone" in note["message"]
 
 
 def _token_works(localkube: Handle, token: str, ns: str) -> int:
@@ -140,16 +150,19 @@ def test_the_agent_reads_the_packs_files_and_its_sidecar_alone_holds_exactly_the
     env = {e.name: e.value for e in pod.spec.containers[0].env}
     assert env["SYMPOZIUM_SKILL_TARGETS"] == "probe-tools"
     # The sidecar could read ConfigMaps (its rule) and nothing else.
-    checked = json.loads(stack.core.read_namespaced_pod_log(pod.metadata.name, ns, container="skill-probe-tools")
-                         .splitlines()[0])
+    # (The sidecar's log also has its executor's line.)
+    log = stack.core.read_namespaced_pod_log(pod.metadata.name, ns, container="skill-probe-tools")
+    checked = json.loads(next(line for line in log.splitlines() if line.startswith("{")))
     assert checked == {"configmaps": 200, "secrets": 403, "pods": 403, "pack": "probe-tools"}
     # The agent container: the pod's account is the permission-less one with no token; only the sidecar mounts its
     # token; and that account may not do what the sidecar may.
     assert (pod.spec.service_account_name, pod.spec.automount_service_account_token) == ("sympozium-agent", False)
     agent_mounts = {m.mount_path for m in pod.spec.containers[0].volume_mounts}
     assert "/var/run/secrets/kubernetes.io/serviceaccount" not in agent_mounts and "/skills" in agent_mounts
-    [sidecar] = pod.spec.init_containers
+    [sidecar] = [c for c in pod.spec.init_containers if c.name == "skill-probe-tools"]
     assert "/var/run/secrets/kubernetes.io/serviceaccount" in {m.mount_path for m in sidecar.volume_mounts}
+    assert all("/var/run/secrets/kubernetes.io/serviceaccount" not in {m.mount_path for m in c.volume_mounts}
+               for c in pod.spec.init_containers if c.name != "skill-probe-tools"), "nor the tools container"
     review: Any = client.AuthorizationV1Api(stack.api).create_subject_access_review({  # type: ignore[arg-type]
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
             "user": f"system:serviceaccount:{ns}:sympozium-agent",

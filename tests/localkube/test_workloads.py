@@ -103,6 +103,23 @@ def dead(pid: int) -> bool:
     return not alive(pid)
 
 
+def host_pid(pod_name: str, pid: int) -> int:
+    """The host's pid of a container's process that wrote its own pid (`$$`): each container has a PID namespace of
+    its own, so that is its pid in there. Found by its pod's HOSTNAME and the last pid of its NSpid line."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if f"HOSTNAME={pod_name}".encode() in env and nspid and int(nspid[-1]) == pid:
+            return int(entry)
+    raise AssertionError(f"no process of pod {pod_name} has pid {pid} in its namespace")
+
+
 def status_of(err: ApiException) -> Obj:
     """The `kind: Status` body of an API error."""
     body: Obj = json.loads(err.body or "{}")
@@ -306,6 +323,8 @@ def test_active_deadline_terminates_the_running_pod_then_kills_it_after_the_grac
                                       volumes=[host_dir(ctl)], terminationGracePeriodSeconds=2),
                      activeDeadlineSeconds=1))
     pid = int(wait_for(lambda: read_text(ctl / "pid"), what="container pid"))
+    (slow,) = k.job_pods("slow")
+    pid = host_pid(slow.metadata.name, pid)
     wait_for(partial(dead, pid), timeout=10, what="container killed")
     (term,) = map(float, (ctl / "term").read_text().split())
     last_beat = float((ctl / "beat").read_text())
@@ -912,7 +931,7 @@ def test_deleting_a_running_pod_sends_sigterm_and_the_pod_disappears_once_the_co
         k: Cluster, ctl: Path) -> None:
     k.create_pod(pod("graceful", pod_spec(container("main", TRAPPING, volumeMounts=[ctl_mount()]),
                                           volumes=[host_dir(ctl)], terminationGracePeriodSeconds=30)))
-    pid = int(wait_for(lambda: read_text(ctl / "pid"), what="container pid"))
+    pid = host_pid("graceful", int(wait_for(lambda: read_text(ctl / "pid"), what="container pid")))
     k.wait_phase("graceful", "Running")
     started = time.monotonic()
     deleting = k.core.delete_namespaced_pod("graceful", k.ns)
@@ -928,7 +947,7 @@ def test_deleting_a_running_pod_sends_sigterm_and_the_pod_disappears_once_the_co
 def test_deleting_with_zero_grace_period_kills_at_once(k: Cluster, ctl: Path) -> None:
     k.create_pod(pod("abrupt", pod_spec(container("main", TRAPPING, volumeMounts=[ctl_mount()]),
                                         volumes=[host_dir(ctl)], terminationGracePeriodSeconds=30)))
-    pid = int(wait_for(lambda: read_text(ctl / "pid"), what="container pid"))
+    pid = host_pid("abrupt", int(wait_for(lambda: read_text(ctl / "pid"), what="container pid")))
     k.wait_phase("abrupt", "Running")
     k.core.delete_namespaced_pod("abrupt", k.ns, grace_period_seconds=0)
     assert k.pod_gone("abrupt"), "a zero grace period removes the pod from the API at once"
@@ -949,7 +968,8 @@ def test_a_second_delete_with_a_shorter_grace_period_kills_sooner(k: Cluster, tm
         d.mkdir()
         k.create_pod(pod(name, pod_spec(container("main", stubborn, volumeMounts=[ctl_mount()]),
                                         volumes=[host_dir(d)], terminationGracePeriodSeconds=30)))
-    pids = {name: int(wait_for(partial(read_text, d / "pid"), what=f"{name} pid")) for name, d in dirs.items()}
+    pids = {name: host_pid(name, int(wait_for(partial(read_text, d / "pid"), what=f"{name} pid")))
+            for name, d in dirs.items()}
     for name, d in dirs.items():
         k.wait_phase(name, "Running")
         k.core.delete_namespaced_pod(name, k.ns)
@@ -962,6 +982,79 @@ def test_a_second_delete_with_a_shorter_grace_period_kills_sooner(k: Cluster, tm
         wait_for(partial(dead, pid), timeout=5, what=f"{name} killed")
     wait_for(lambda: k.pod_gone("shortened"), timeout=5, what="shortened pod removed")
     assert time.monotonic() - started < 5
+
+
+# The keeper holds a secret in its environment; the looker reads every process's environ it can see.
+KEEPER = "echo up > /ctl/keeper; while [ ! -e /ctl/done ]; do sleep 0.05; done"
+LOOKER = """
+    while [ ! -e /ctl/keeper ]; do sleep 0.05; done
+    for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < "$f"; done > /ctl/seen 2>/dev/null
+    ls -d /proc/[0-9]* | wc -l > /ctl/count
+    touch /ctl/done
+"""
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own-namespaces", "shareProcessNamespace"])
+def test_a_container_sees_the_processes_of_its_pods_other_containers_only_with_share_process_namespace(
+        k: Cluster, tmp_path: Path, shared: bool) -> None:
+    ctl = tmp_path / "ctl"
+    ctl.mkdir()
+    name = "shared" if shared else "apart"
+    k.create_pod(pod(name, pod_spec(
+        container("keeper", KEEPER, env=[{"name": "KEEPER_SECRET", "value": "s3cret-value"}],
+                  volumeMounts=[ctl_mount()]),
+        container("looker", LOOKER, volumeMounts=[ctl_mount()]),
+        volumes=[host_dir(ctl)], shareProcessNamespace=shared)))
+    assert k.wait_phase(name, "Succeeded", "Failed").status.phase == "Succeeded"
+    seen = (ctl / "seen").read_text()
+    assert "HOSTNAME=" + name in seen, "the looker reads its own processes' environment"
+    if shared:
+        assert "KEEPER_SECRET=s3cret-value" in seen, "one PID namespace for the pod: the keeper's process is visible"
+    else:
+        assert "KEEPER_SECRET" not in seen, "a PID namespace per container: the keeper's process is invisible"
+        # Its own shell and the commands of its pipeline, under bwrap's reaper: nothing of the host's.
+        assert int((ctl / "count").read_text()) < 10
+
+
+def test_an_exec_probe_runs_in_its_containers_pid_namespace(k: Cluster, ctl: Path) -> None:
+    probe = {"exec": {"command": ["sh", "-c", "grep -l probe-me /proc/[0-9]*/cmdline"]}, "periodSeconds": 1}
+    k.create_pod(pod("probed", pod_spec(container(
+        "main", ": probe-me; echo $$$$ > /ctl/pid; while [ ! -e /ctl/done ]; do sleep 0.05; done",
+        volumeMounts=[ctl_mount()], readinessProbe=probe), volumes=[host_dir(ctl)])))
+    wait_for(lambda: condition(k.read_pod("probed"), "Ready") and condition(k.read_pod("probed"), "Ready").status
+             == "True", what="the probe to see the container's process")
+    (ctl / "done").touch()
+    k.wait_phase("probed", "Succeeded")
+
+
+def test_evicting_a_pod_marks_it_a_disruption_target_then_deletes_it_and_its_job_counts_a_failure(
+        k: Cluster, ctl: Path) -> None:
+    # The container takes a second to stop: a Job that replaced a terminating pod at once (the default
+    # podReplacementPolicy, TerminatingOrFailed) would have started its script a second time by then.
+    script = """
+        echo started >> /ctl/starts
+        trap 'echo TERM >> /ctl/term; sleep 1; exit 0' TERM
+        while :; do sleep 0.05; done
+    """
+    k.create_job(job("evicted", pod_spec(container("main", script, volumeMounts=[ctl_mount()]),
+                                         volumes=[host_dir(ctl)]), backoffLimit=0, podReplacementPolicy="Failed"))
+    wait_for(lambda: read_text(ctl / "starts"), what="the Job's pod running")
+    (p,) = k.job_pods("evicted")
+    k.core.create_namespaced_pod_eviction(p.metadata.name, k.ns, {
+        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": p.metadata.name}})
+    evicting = k.read_pod(p.metadata.name)
+    assert evicting.metadata.deletion_timestamp is not None
+    target = condition(evicting, "DisruptionTarget")
+    assert (target.status, target.reason, target.message) == ("True", "EvictionByEvictionAPI", "Eviction API: evicting")
+    assert wait_for(lambda: read_text(ctl / "term"), what="SIGTERM to the evicted pod") == "TERM\n"
+    failed = k.wait_job("evicted", "Failed")
+    assert condition(failed, "Failed").reason == "BackoffLimitExceeded"
+    wait_for(lambda: k.pod_gone(p.metadata.name), what="the evicted pod gone")
+    assert (ctl / "starts").read_text() == "started\n", "podReplacementPolicy Failed: no pod replaced it meanwhile"
+    with pytest.raises(ApiException) as err:  # the name must be the pod's
+        k.core.create_namespaced_pod_eviction("nope", k.ns, {"apiVersion": "policy/v1", "kind": "Eviction",
+                                                             "metadata": {"name": "nope"}})
+    assert err.value.status == 404
 
 
 def test_concurrency_cap_keeps_extra_pods_pending_until_a_slot_frees(tmp_path: Path, ctl: Path) -> None:

@@ -12,7 +12,7 @@ from models.agent import normalize_agent
 from models.agentrun import AgentRunSpec, SkillRef
 from models.base import FieldProblem, PolicyViolation, parse
 from models.evaluate import evaluate_run
-from models.skillpack import SkillPackSpec, skill_files, skill_pack_warnings
+from models.skillpack import SkillPackSpec, skill_files, skill_pack_notes, skill_pack_warnings
 from models.skills import SIDECAR_CPU, SIDECAR_MEMORY, sidecar_account, sidecar_container
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sympozium" / "skillpack.yaml"
@@ -62,10 +62,12 @@ def test_the_fixture_parses_with_every_field_and_gives_one_file_per_skill() -> N
     assert sorted(files) == ["notes.md", "triage.md"]
     assert files["triage.md"].startswith("# triage\n\n> How to triage a failing workload\n\n# Triage")
     assert files["notes.md"] == "Write findings to /workspace/notes.md."  # no description: the content alone
+    # clusterRBAC (a per-run ClusterRole) and tools (offered to the model) act now.
     assert skill_pack_warnings(spec) == [
-        "spec.runtimeRequirements", "spec.sidecar.clusterRBAC", "spec.sidecar.secretRef",
+        "spec.runtimeRequirements", "spec.sidecar.secretRef",
         "spec.sidecar.secretMountPath", "spec.sidecar.hostAccess", "spec.sidecar.ports", "spec.sidecar.volumes",
-        "spec.sidecar.volumeMounts", "spec.sidecar.tools"]
+        "spec.sidecar.volumeMounts"]
+    assert skill_pack_notes(spec) == [], "it has a command"
 
 
 def test_a_skill_pack_without_skills_or_a_sidecar_without_image_names_the_field() -> None:
@@ -91,7 +93,7 @@ async def test_a_run_resolves_its_packs_with_sidecar_defaults_and_skips_a_missin
     sc = packs[1].sidecar
     assert sc is not None
     assert (sc.image, sc.command, sc.cpu, sc.memory, sc.mount_workspace) == (
-        "tools:1", ["sleep", "infinity"], SIDECAR_CPU, SIDECAR_MEMORY, True)
+        "tools:1", [], SIDECAR_CPU, SIDECAR_MEMORY, True), "no command: the executor alone, in the container"
     assert [(r.api_groups, r.resources, r.verbs) for r in sc.rules] == [([""], ["pods"], ["list"])]
     assert [p.name for p in ev.resolved.sidecars] == ["tools"]
 

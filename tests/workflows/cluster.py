@@ -57,13 +57,15 @@ def hook(name: str, *, timeout: int = 60, gate: bool = False) -> ResolvedHook:
 
 def resolved_run(name: str = "r", *, uid: str = "", pre_run: list[ResolvedHook] | None = None,
                  post_run: list[ResolvedHook] | None = None, timeout: int = 600, gate_timeout: int = 600,
-                 gate_default: str = "block", agent: str = "a", retry: ResolvedRetry | None = None) -> ResolvedRun:
+                 gate_default: str = "block", agent: str = "a", retry: ResolvedRetry | None = None,
+                 agent_restarts: int = 0) -> ResolvedRun:
     """A run as resolve_run returns it; each has its own uid (so its own workflow ID) unless told."""
     return ResolvedRun.model_validate({
         "ref": RunRef(namespace="ns", name=name, uid=uid or f"uid-{uuid.uuid4().hex[:12]}"), "agent": agent, "task": "say hi", "agent_id": agent,
         "session_key": "s", "system_prompt": "", "image": "agent:dev", "model": ModelSpec(provider="echo", model="echo"), "env": {},
         "timeout_seconds": timeout, "pre_run": pre_run or [], "post_run": post_run or [],
-        "gate_default": gate_default, "gate_timeout_seconds": gate_timeout, "retry": retry})
+        "gate_default": gate_default, "gate_timeout_seconds": gate_timeout, "retry": retry,
+        "agent_restarts": agent_restarts})
 
 
 @dataclass
@@ -103,6 +105,8 @@ class FakeCluster:
     agent: AgentOutcome = field(default_factory=lambda: AgentOutcome(
         status="success", response="hi there", metrics=Metrics(input_tokens=3, output_tokens=5)))
     agents: list[AgentOutcome] = field(default_factory=list)  # attempt N's outcome (the last for later ones)
+    # The pods of the first `lose` agent Jobs are lost (deleted) before their agent reports anything.
+    lose: int = 0
     nats_down: bool = False  # steps cannot publish: their events come back for the workflow to retry
     fail_create: Exception | None = None  # start_job raises this
     fail_begin: Exception | None = None  # begin_run raises this (before it wrote Pending)
@@ -161,6 +165,10 @@ class FakeCluster:
     def job_requests(self) -> list[JobRequest]:
         return [start.job for start in self.named("start_job")]
 
+    def lost_jobs(self) -> list[Job]:
+        """The agent Jobs whose pods are lost (`lose`)."""
+        return [j for j in self.created if j.ref.component == "agent-run"][:self.lose]
+
     # -- the activities ----------------------------------------------------------------------
 
     async def _called(self, name: str, arg: Any) -> None:
@@ -199,7 +207,7 @@ class FakeCluster:
                 cluster.run_version += 1
                 version = str(cluster.run_version)
             ref = JobRef(namespace=req.job.run.ref.namespace,
-                         name=job_name(req.job.run.ref.name, req.job.component, req.job.attempt),
+                         name=job_name(req.job.run.ref.name, req.job.component, req.job.attempt, req.job.restart),
                          uid=f"job-{next(cluster._uids)}", component=req.job.component)
             script = cluster.jobs.get(f"{req.job.component}@{req.job.attempt}",
                                       cluster.jobs.get(req.job.component, JobScript()))
@@ -231,6 +239,10 @@ class FakeCluster:
             report = JobReport(state=state)
             if req.timed_out or (state.finished and state.reason == "DeadlineExceeded"):
                 report.agent = AgentOutcome(status="error", error="timeout", exit_code=124)
+            elif state.finished and ref.component == "agent-run" and job in cluster.lost_jobs():
+                report.agent = AgentOutcome(status="error", exit_code=143, lost="was deleted",
+                                            error=f"the agent's pod {state.pod_name} of Job {ref.name} was deleted "
+                                                  "before it reported a result")
             elif state.finished and ref.component == "agent-run":
                 report.agent = (cluster.agents[min(job.attempt, len(cluster.agents)) - 1] if cluster.agents
                                 else cluster.agent)

@@ -27,7 +27,7 @@ from temporalio.worker import Worker
 
 from models.gate import BLOCKED_TEXT, REJECTED_TEXT, GateView, Verdict
 from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE, SEARCH_ATTRIBUTES
-from models.steps import RESULT_MAX_BYTES, AgentOutcome, HookOutcome, JobFinished, StartRun
+from models.steps import RESULT_MAX_BYTES, AgentOutcome, HookOutcome, JobFinished, Metrics, StartRun
 from models.timestamps import parse_rfc3339
 from tests.waiting import wait_for_async
 from workflows.agent_run import AgentRunWorkflow, RunResult, workflow_id
@@ -240,6 +240,87 @@ async def test_an_agent_error_fails_the_run_with_its_message(env: WorkflowEnviro
     result = await _run(env, cluster)
     assert result == RunResult(phase="Failed", error="model said no")
     assert cluster.phases()[-1] == "Failed"
+
+
+# -- a lost agent pod, started again (SPEC §9, "Journal") -------------------------------------------
+
+
+async def test_an_agent_whose_pod_is_lost_starts_again_in_a_job_of_its_own_and_the_run_succeeds(
+        env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(agent_restarts=2, post_run=[hook("notify")]), lose=1,
+                          agent=AgentOutcome(status="success", response="hi there", metrics=Metrics(
+                              input_tokens=30, output_tokens=5, cached_input_tokens=20, tool_calls=2)))
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Succeeded", result="hi there")
+    agents = [r for r in cluster.job_requests() if r.component == "agent-run"]
+    assert [(r.restart, r.attempt) for r in agents] == [(0, 1), (1, 1)]
+    assert [j.ref.name for j in cluster.created if j.ref.component == "agent-run"] == ["r", "r-restart1"]
+    first, again = [s for s in cluster.named("start_job") if s.job.component == "agent-run"]
+    assert first.prepare and not again.prepare, "the workspace and its journal are the first Job's, kept"
+    assert again.job.deadline_seconds == 600, "what is left of the timeout (the lost pod took no time here)"
+    assert again.job.task == first.job.task and again.job.run == first.job.run, "the same environment"
+    assert cluster.phases() == ["Pending", "Running", "PostRunning", "Succeeded"], "Running once"
+    status = cluster.status()
+    assert (status["job_name"], status["agent_restarts"]) == ("r-restart1", 1)
+    cond = status["conditions"]["AgentRestarted"]
+    assert (cond.status, cond.reason) == ("True", "PodLost")
+    assert cond.message == ("the agent's pod r-pod of Job r was deleted before it reported a result; started again "
+                            "in Job r-restart1 (restart 1 of 2), continuing from its journal")
+    assert status["token_usage"]["cached_input_tokens"] == 20, "the agent's own sum over its containers"
+    (cleanup,) = cluster.named("clean_up")
+    assert [j.name for j in cleanup.jobs] == ["r", "r-restart1", "r-postrun"], "the lost Job is cleaned up too"
+    post = next(r for r in cluster.job_requests() if r.component == "post-run")
+    assert post.agent_exit_code == 0 and post.agent_result == "hi there"
+
+
+async def test_an_agent_lost_more_often_than_the_run_allows_fails_the_run_naming_its_lost_pod(
+        env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(agent_restarts=2), lose=3)
+    result = await _run(env, cluster)
+    assert result.phase == "Failed"
+    assert result.error == ("the agent's pod r-restart2-pod of Job r-restart2 was deleted before it reported a "
+                            "result; it was started again 2 time(s), the most this run allows")
+    assert [j.ref.name for j in cluster.created] == ["r", "r-restart1", "r-restart2"]
+    assert cluster.status()["agent_restarts"] == 2
+    (failed,) = [e for e in cluster.events if e.topic == "agent.run.failed"]
+    assert failed.data["reason"] == "pod_lost"
+
+
+async def test_a_lost_agent_of_a_run_without_restarts_fails_it_and_is_not_started_again(
+        env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(agent_restarts=0), lose=1)
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Failed", error="the agent's pod r-pod of Job r was deleted before it reported "
+                                                     "a result")
+    assert len(cluster.created) == 1
+    assert "AgentRestarted" not in cluster.status()["conditions"]
+
+
+async def test_an_agent_that_fails_by_itself_is_not_started_again(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(agent_restarts=2), agent=AgentOutcome(status="error", error="boom", exit_code=1))
+    result = await _run(env, cluster)
+    assert result == RunResult(phase="Failed", error="boom")
+    assert len(cluster.created) == 1, "a crash or an error of the agent is its own end: no restart"
+
+
+async def test_a_lost_agent_is_not_started_again_when_its_timeout_is_nearly_spent(env: WorkflowEnvironment) -> None:
+    # No signal: the workflow finds the lost pod only at its fallback look, 598 of the run's 600 seconds in.
+    cluster = FakeCluster(resolved_run(agent_restarts=2, timeout=600), lose=1, fallback_seconds=598,
+                          jobs={"agent-run": JobScript(signal=False)})
+    result = await _run(env, cluster)
+    assert result.phase == "Failed"
+    assert result.error is not None and result.error.endswith(
+        "; 2s of its timeout (600s) are left: not started again")
+    assert len(cluster.created) == 1
+
+
+async def test_a_restarted_agent_has_what_is_left_of_the_timeout(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(agent_restarts=1, timeout=600), lose=1, fallback_seconds=200,
+                          jobs={"agent-run": JobScript(signal=False)})
+    result = await _run(env, cluster)
+    assert result.phase == "Succeeded"
+    again = [r for r in cluster.job_requests() if r.component == "agent-run"][1]
+    assert again.deadline_seconds == 400
 
 
 # -- the gate --------------------------------------------------------------------------------------
