@@ -170,13 +170,14 @@ class GatePolicy(K8sModel):
         return identity in self.approving_users or not self.approving_groups.isdisjoint(groups)
 
     def refusal(self, identity: str, groups: list[str] | tuple[str, ...] = (), *, creator: str | None,
-                policy: str) -> Refusal | None:
-        """Why `identity` may not decide a run created by `creator` under this policy; None: it may."""
+                policy: str, what: str = "this gate", its: str = "its gate") -> Refusal | None:
+        """Why `identity` may not decide a run created by `creator` under this policy (`what`, `its`: the gate, or
+        its tool calls); None: it may."""
         if self.approvers and not self.approves(identity, groups):
-            return Refusal(RULE_APPROVERS, f'"{identity}" may not decide this gate: it is not among the approvers '
+            return Refusal(RULE_APPROVERS, f'"{identity}" may not decide {what}: it is not among the approvers '
                                            f'of policy "{policy}" ({RULE_APPROVERS})')
         if self.require_distinct_approver and creator and identity == creator:
-            return Refusal(RULE_DISTINCT_APPROVER, f'"{identity}" created this run and may not decide its gate '
+            return Refusal(RULE_DISTINCT_APPROVER, f'"{identity}" created this run and may not decide {its} '
                                                    f'under policy "{policy}" ({RULE_DISTINCT_APPROVER})')
         return None
 
