@@ -332,7 +332,8 @@ class Loop:
     def approval_unavailable(self, call: ToolCall, error: NeedsApproval) -> str:
         """A call needing approval where the agent cannot wait for one (no journal, or a control plane that does
         not resume it): refused, never run."""
-        return str(error)
+        return (f"{error}; this agent cannot wait for a person's decision here (no journal, or a control plane that "
+                "does not start it again after a wait), so the call was not run")
 
     async def _execute(self, call: ToolCall, *, note: str = "") -> ToolResult:
         tool = self.tools.get(call.name)

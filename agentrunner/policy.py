@@ -42,9 +42,7 @@ class NeedsApproval(PolicyDenied):
     """
 
     def __init__(self, tool: str, policy: str) -> None:
-        super().__init__(f"{tool} needs approval under {policy} (toolGating action: ask); this agent cannot wait for "
-                         "a person's decision here (no journal, or a control plane that does not start it again "
-                         "after a wait), so the call was not run")
+        super().__init__(f"{tool} needs approval under {policy} (toolGating action: ask)")
         self.tool = tool
         self.policy = policy
 

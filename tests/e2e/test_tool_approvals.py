@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +199,81 @@ def test_approve_reject_and_edit_in_two_rounds_with_no_pod_while_waiting_and_eac
     assert st["jobName"] == f"{run}-resume2" and st["activeMs"] > 0 and st["waitedMs"] > 0, st
     events = [e for e in stack.core.list_namespaced_event(ns).items if e.reason == "VerdictRefused"]
     assert len(events) >= 3, [e.message for e in events]
+
+
+def test_the_policys_timeout_denies_and_the_model_is_told_and_parked_time_is_not_run_time(
+        stack: Stack, authority_api: AuthorityApi, namespace: str, model: FakeModelServer) -> None:
+    """Anthropic's wire, streaming. `hasty`: toolApproval.timeout 5s, nobody decides: the call is denied and the
+    model reads that the approval timed out. `patient`: timeout 25s, parked 40s, then approved: it succeeds, its
+    status says how the time went."""
+    ns = namespace
+    guarded(stack, ns, model, name="hasty", anthropic=True, tool_approval={"timeout": "5s", "onTimeout": "deny"})
+    guarded(stack, ns, model, name="patient", anthropic=True)
+    model.script = [Turn(calls=[Call("execute_command", {"command": "echo late > /workspace/late"}, id="t1")]),
+                    Turn(text="noted")]
+    stack.create(ns, "agentruns", {"apiVersion": f"{G}/{V}", "kind": "AgentRun", "metadata": {"name": "hasty"},
+                                   "spec": {"agentRef": "hasty", "task": "Try it."}})
+    st = stack.wait_phase(ns, "hasty", timeout=120)["status"]
+    assert (st["phase"], st["result"]) == ("Succeeded", "noted"), st
+    told = model.requests[-1].tool_results()[-1]
+    assert told == "not run: the approval timed out: no decision within 5s (toolApproval.onTimeout: deny)", told
+    assert st["toolApprovals"][0]["source"] == "timeout" and st["toolApprovals"][0]["decidedBy"] == "timeout"
+    assert all(r.path.endswith("/messages") for r in model.requests), "Anthropic's wire"
+
+    model.script, model.served = [Turn(calls=[Call("execute_command", {"command": COUNT}, id="p1")]),
+                                  Turn(text="patiently done")], 0
+    asked = len(model.requests)
+    stack.create(ns, "agentruns", {"apiVersion": f"{G}/{V}", "kind": "AgentRun", "metadata": {"name": "patient"},
+                                   "spec": {"agentRef": "patient", "task": "Wait for it.", "timeout": "25s"}})
+    (p1,) = waiting_calls(stack, ns, "patient")
+    parked_at = time.monotonic()
+    wait_for(lambda: time.monotonic() - parked_at >= 40 or None, timeout=60, interval=1,
+             what="40 seconds parked at the approval")
+    assert stack.get_run(ns, "patient")["status"]["phase"] == "Running"  # type: ignore[index]
+    ok = decide(authority_api, BOB, ns, "patient", {"callId": "p1", "action": "approve",
+                                                    "argumentsSha256": p1["argumentsSha256"]})
+    assert ok.status_code == 200, ok.text
+    st = stack.wait_phase(ns, "patient", timeout=120)["status"]
+    assert (st["phase"], st["result"]) == ("Succeeded", "patiently done"), st
+    assert model.requests[-1].tool_results()[-1].strip() == "1"
+    assert len(model.requests) - asked == 2
+    assert st["waitedMs"] >= 40_000 and st["activeMs"] < 25_000, st
+
+
+def test_a_worker_killed_while_parked_and_right_after_a_decision_runs_each_call_exactly_once(
+        stack: Stack, authority_api: AuthorityApi, protected: str, model: FakeModelServer) -> None:
+    """Round 1: the worker is SIGKILLed while the run is parked, and an approver's annotation decides while no
+    worker runs (the bridge's signal waits in Temporal); round 2: the worker is SIGKILLed right after the API took
+    the decision, while the agent is being started again. Each counter reads 1."""
+    ns = protected
+    approver = person(stack, ns, "approver")
+    from tests.localkube.test_tokens_and_access_reviews import grant, sa_subject
+    grant(stack.api, ns, "approver-decides", [{"apiGroups": [G], "resources": ["agentruns"], "verbs": ["approve"]}],
+          sa_subject(ns, "approver"))
+    guarded(stack, ns, model, approvers=[f"system:serviceaccount:{ns}:approver", "bob@example.com"])
+    model.script = [Turn(calls=[Call("execute_command", {"command": COUNT.replace("counter", "one")}, id="k1")]),
+                    Turn(calls=[Call("execute_command", {"command": COUNT.replace("counter", "two")}, id="k2")]),
+                    Turn(text="both once")]
+    stack.create(ns, "agentruns", {"apiVersion": f"{G}/{V}", "kind": "AgentRun", "metadata": {"name": "killed"},
+                                   "spec": {"agentRef": "guarded", "task": "Twice."}})
+    (k1,) = waiting_calls(stack, ns, "killed")
+    stack.worker.kill()
+    try:
+        annotate_as(stack, approver, ns, "killed", {TOOL_VERDICT: json.dumps(
+            {"callId": "k1", "action": "approve", "argumentsSha256": k1["argumentsSha256"]})})
+        no_pod_of(stack, ns, "killed")
+    finally:
+        stack.worker.start()
+    (k2,) = waiting_calls(stack, ns, "killed", 2)
+    ok = decide(authority_api, BOB, ns, "killed", {"callId": "k2", "action": "approve",
+                                                   "argumentsSha256": k2["argumentsSha256"]})
+    assert ok.status_code == 200, ok.text
+    stack.worker.kill()
+    stack.worker.start()
+    st = stack.wait_phase(ns, "killed", timeout=180)["status"]
+    assert (st["phase"], st["result"]) == ("Succeeded", "both once"), st
+    one, two = (model.requests[i].tool_results()[-1].strip() for i in (1, 2))
+    assert (one, two) == ("1", "1"), "each approved command ran exactly once"
+    assert len(model.requests) == 3
+    assert [(d["callId"], d["source"], d["decidedBy"]) for d in st["toolApprovals"]] == [
+        ("k1", "annotation", f"system:serviceaccount:{ns}:approver"), ("k2", "api", "bob@example.com")]
