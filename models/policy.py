@@ -36,6 +36,9 @@ RESERVED_AGENT_ENV: dict[str, str] = {
     "AGENT_STATE_DIR": "the run's journal", "AGENT_WAITS": "the run's tool approvals",
     "AGENT_RESUME": "the run's tool approvals", "WORKSPACE_DIR": "the pod's layout", "SKILLS_DIR": "the pod's layout",
     "AGENT_CONTEXT_DIR": "the pod's layout", "AGENT_IPC_DIR": "the pod's layout",
+    # A long task or system prompt is read from the run's input Secret: env naming another file would replace it
+    # with whatever that file holds (one a preRun hook wrote, or one of the agent container's own).
+    "TASK_FILE": "the run's input", "SYSTEM_PROMPT_FILE": "the run's input",
 }
 RESERVED_AGENT_ENV_PREFIXES: dict[str, str] = {"MCP_AUTH_": "its Agent's mcpServers' authSecret"}
 
