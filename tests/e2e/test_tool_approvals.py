@@ -11,6 +11,7 @@ is parked, and right after a decision, changes none of it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -21,9 +22,12 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from localkube.testing import Handle
 from tests.e2e.conftest import Stack, condition
+from tests.e2e.test_cli import Lines
 from tests.e2e.test_gate_authority import (
     ALICE,
     BOB,
@@ -96,12 +100,24 @@ def decide(api: AuthorityApi, token: str, ns: str, run: str, body: dict[str, Any
                       headers={"Authorization": f"Bearer {token}"}, timeout=60)
 
 
+def cli_env(api: AuthorityApi, token: str, localkube: Handle, ns: str) -> dict[str, str]:
+    return {**os.environ, "AGENTRUN_API": api.base, "AGENTRUN_TOKEN": token,
+            "AGENTRUN_KUBECONFIG": str(localkube.kubeconfig), "AGENTRUN_NAMESPACE": ns,
+            "AGENTRUN_STATE_DIR": str(localkube.state_dir / "no-stack")}
+
+
 def cli(api: AuthorityApi, token: str, localkube: Handle, ns: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENTRUN_API": api.base, "AGENTRUN_TOKEN": token,
-           "AGENTRUN_KUBECONFIG": str(localkube.kubeconfig), "AGENTRUN_NAMESPACE": ns,
-           "AGENTRUN_STATE_DIR": str(localkube.state_dir / "no-stack")}
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=cli_env(api, token, localkube, ns),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def listed_as_waiting(stack: Stack, workflow_id: str) -> bool:
+    """Temporal lists the run by its search attribute ToolApprovalState (what the Temporal UI filters on)."""
+    async def listed() -> bool:
+        temporal = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+        return any([wf.id == workflow_id async for wf in temporal.list_workflows(
+            f'ToolApprovalState="pending" AND WorkflowId="{workflow_id}"')])
+    return asyncio.run(listed())
 
 
 def _workspace(localkube: Handle, stack: Stack, ns: str, run: str) -> Path | None:
@@ -179,8 +195,24 @@ def test_approve_reject_and_edit_in_two_rounds_with_no_pod_while_waiting_and_eac
     (c3,) = waiting_calls(stack, ns, run, 2)
     assert json.loads(c3["arguments"]) == {"command": COUNT}
     no_pod_of(stack, ns, run)
-    approve = cli(authority_api, BOB, localkube, ns, "approve", run, "--call", "c3")
-    assert approve.returncode == 0, approve.stdout + approve.stderr
+    workspace = _workspace(localkube, stack, ns, run)
+    assert workspace is not None and workspace.is_dir(), "round 1 ran in the run's workspace"
+    assert not (workspace / "rejected").exists(), "the rejected command never ran"
+    assert (workspace / "edited").read_text() == "edited\n", "the edit ran with the edited arguments, not the original"
+    assert not (workspace / "counter").exists(), "the counter waits for its approval"
+    wid = stack.get_run(ns, run)["status"]["workflowId"]  # type: ignore[index]
+    wait_for(lambda: listed_as_waiting(stack, wid) or None, timeout=30, what="ToolApprovalState=pending in Temporal")
+    watched = Lines(["get", run, "-w"], env=cli_env(authority_api, BOB, localkube, ns))
+    try:
+        shown = watched.wait_line(lambda line: "waiting for approval: call c3 execute_command" in line, timeout=60,
+                                  what="get -w showing the waiting call")
+        assert f"(agentrun approve {run} --call c3)" in shown, shown
+        approve = cli(authority_api, BOB, localkube, ns, "approve", run, "--call", "c3")
+        assert approve.returncode == 0, approve.stdout + approve.stderr
+        assert watched.wait_exit(timeout=180) == 0, "get -w ends with the run"
+    finally:
+        watched.kill()
+    wait_for(lambda: not listed_as_waiting(stack, wid) or None, timeout=30, what="ToolApprovalState no longer pending")
 
     st = stack.wait_phase(ns, run, timeout=180)["status"]
     assert (st["phase"], st["result"]) == ("Succeeded", "counted once"), st
