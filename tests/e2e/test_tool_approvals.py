@@ -137,7 +137,7 @@ def test_approve_reject_and_edit_in_two_rounds_with_no_pod_while_waiting_and_eac
         stack: Stack, authority_api: AuthorityApi, protected: str, model: FakeModelServer,
         localkube: Handle) -> None:
     """Created by alice through the API under approvers [alice, bob, group:reviewers] and requireDistinctApprover. Round 1:
-    two calls; bob rejects one (API), carol edits the other (CLI). Round 2: the counter command, approved by bob (CLI).
+    two calls; bob rejects one, carol edits the other (both with the CLI). Round 2: the counter command, approved by bob (CLI).
     Refused on the way, each with its own reason and the run unaffected: a decision before any call waits, an unknown
     call, other arguments' hash, a second decision, eve (no approver), alice (the creator), and an annotation from a
     ServiceAccount that may patch the run but is no approver."""
@@ -180,7 +180,9 @@ def test_approve_reject_and_edit_in_two_rounds_with_no_pod_while_waiting_and_eac
     assert "may not decide this run's tool calls" in why, why
     no_pod_of(stack, ns, run)
 
-    assert decide(authority_api, BOB, ns, run, body1).status_code == 200
+    reject = cli(authority_api, BOB, localkube, ns, "reject", run, "--call", "c1", "--reason", "not on prod")
+    assert (reject.returncode, reject.stdout) == (
+        0, f"agentrun/{run}: call c1 reject by bob@example.com; still waiting: c2\n"), reject.stdout + reject.stderr
     second = decide(authority_api, CAROL, ns, run, {**body1, "action": "approve", "reason": ""})
     assert (second.status_code, second.json()["detail"]) == (
         409, "call c1 was already decided (reject by bob@example.com)"), second.text
@@ -236,8 +238,8 @@ def test_approve_reject_and_edit_in_two_rounds_with_no_pod_while_waiting_and_eac
 def test_the_policys_timeout_denies_and_the_model_is_told_and_parked_time_is_not_run_time(
         stack: Stack, authority_api: AuthorityApi, namespace: str, model: FakeModelServer) -> None:
     """Anthropic's wire, streaming. `hasty`: toolApproval.timeout 5s, nobody decides: the call is denied and the
-    model reads that the approval timed out. `patient`: timeout 25s, parked 40s, then approved: it succeeds, its
-    status says how the time went."""
+    model reads that the approval timed out. `patient` (with a preRun hook): timeout 25s, parked 40s with no pod of
+    the run, then approved: it succeeds, its status says how the time went."""
     ns = namespace
     guarded(stack, ns, model, name="hasty", anthropic=True, tool_approval={"timeout": "5s", "onTimeout": "deny"})
     guarded(stack, ns, model, name="patient", anthropic=True)
@@ -256,11 +258,15 @@ def test_the_policys_timeout_denies_and_the_model_is_told_and_parked_time_is_not
                                   Turn(text="patiently done")], 0
     asked = len(model.requests)
     stack.create(ns, "agentruns", {"apiVersion": f"{G}/{V}", "kind": "AgentRun", "metadata": {"name": "patient"},
-                                   "spec": {"agentRef": "patient", "task": "Wait for it.", "timeout": "25s"}})
+                                   "spec": {"agentRef": "patient", "task": "Wait for it.", "timeout": "25s",
+                                            "lifecycle": {"preRun": [{"name": "prep", "image": "busybox:1.36",
+                                                                      "command": ["sh", "-c", "true"]}]}}})
     (p1,) = waiting_calls(stack, ns, "patient")
     parked_at = time.monotonic()
+    no_pod_of(stack, ns, "patient")  # neither the agent's (with its tools) nor the preRun hook's
     wait_for(lambda: time.monotonic() - parked_at >= 40 or None, timeout=60, interval=1,
              what="40 seconds parked at the approval")
+    no_pod_of(stack, ns, "patient")
     assert stack.get_run(ns, "patient")["status"]["phase"] == "Running"  # type: ignore[index]
     ok = decide(authority_api, BOB, ns, "patient", {"callId": "p1", "action": "approve",
                                                     "argumentsSha256": p1["argumentsSha256"]})
