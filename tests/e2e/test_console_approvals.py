@@ -36,11 +36,15 @@ def test_the_tool_approval_bar_approves_rejects_and_edits_with_the_arguments_sho
                                 Call("execute_command", {"command": "rm -rf /workspace/all"}, id="c2"),
                                 Call("execute_command", {"command": "echo a"}, id="c3")]),
                     Turn(text="decided")]
+    page.goto(f"{api_server}/runs?namespace={ns}")  # open before the run: its toast comes as the calls wait
     stack.create(ns, "agentruns", agent_run("asking", task="Three things.", agent_ref="guarded"))
-    page.goto(f"{api_server}/runs?namespace={ns}")
     waiting_calls(stack, ns, "asking")
     row = page.locator("tr[data-run=asking]")
     expect(row.locator(".badge.tools")).to_have_text("Tool approval", timeout=WAIT_MS)
+    toast = page.locator("#toasts .toast")
+    expect(toast).to_have_text("Run asking of agent guarded waits for approval of 3 tool call(s): execute_command, "
+                               "execute_command, execute_command.", timeout=WAIT_MS)
+    expect(toast.get_by_role("link", name="asking")).to_have_attribute("href", f"/runs/asking?namespace={ns}")
     page.goto(f"{api_server}/runs?namespace={ns}&tools=1")
     expect(page.locator("tr[data-run=asking]")).to_have_count(1)
 
