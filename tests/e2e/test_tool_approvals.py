@@ -159,6 +159,8 @@ def test_approve_reject_and_edit_in_two_rounds_with_no_pod_while_waiting_and_eac
 
     c1, c2 = waiting_calls(stack, ns, run)
     no_pod_of(stack, ns, run)
+    claims = [(c.metadata.name, c.metadata.uid) for c in stack.core.list_namespaced_persistent_volume_claim(ns).items]
+    assert [name for name, _ in claims] == [f"{run}-workspace"], claims
     st = stack.get_run(ns, run)["status"]  # type: ignore[index]
     assert condition(stack.get_run(ns, run) or {}, "AwaitingToolApproval")["status"] == "True"  # type: ignore[index]
     assert st["phase"] == "Running" and st["tokenUsage"]["totalTokens"] > 0
@@ -197,6 +199,8 @@ def test_approve_reject_and_edit_in_two_rounds_with_no_pod_while_waiting_and_eac
     (c3,) = waiting_calls(stack, ns, run, 2)
     assert json.loads(c3["arguments"]) == {"command": COUNT}
     no_pod_of(stack, ns, run)
+    assert [(c.metadata.name, c.metadata.uid) for c in stack.core.list_namespaced_persistent_volume_claim(ns).items] \
+        == claims, "the resumed agent has the same workspace: no new PVC"
     workspace = _workspace(localkube, stack, ns, run)
     assert workspace is not None and workspace.is_dir(), "round 1 ran in the run's workspace"
     assert not (workspace / "rejected").exists(), "the rejected command never ran"

@@ -115,6 +115,8 @@ async def test_an_approved_call_parks_the_agent_with_no_pod_and_resumes_it_with_
         result = await handle.result()
     assert result == RunResult(phase="Succeeded", result="all done")
     assert [j.ref.name for j in cluster.created] == ["r", "r-resume1"]
+    assert [start.prepare for start in cluster.named("start_job")] == [True, False], \
+        "the resumed agent gets the run's workspace and journal as they are: nothing is provisioned again"
     (resume,) = resumes(cluster)
     assert resume == {"kind": "tool-approval", "round": 1, "decisions": [
         {"callId": "c1", "action": "approve", "argumentsSha256": C1.arguments_sha256, "decidedBy": "alice",
