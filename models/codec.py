@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from .approvals import ToolDecision
 from .converter import PayloadConverter
 from .gate import Verdict
 from .signing import Signed, Signer
@@ -203,7 +204,7 @@ class SealAwarePayloadConverter(PayloadConverter):
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[object]:
         values = super().from_payloads(payloads, type_hints)
         for payload, value in zip(payloads, values, strict=True):
-            if isinstance(value, Verdict) and self.marks_seals:
+            if isinstance(value, Verdict | ToolDecision) and self.marks_seals:
                 value.sealed = payload.metadata.get(METADATA_SEALED) == b"1"
             if isinstance(value, Signed) and self.verifier is not None:
                 value.signed = self.verifier.verify(value)

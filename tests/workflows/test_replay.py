@@ -9,6 +9,8 @@ purpose, for a deliberate, versioned workflow change:
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,19 @@ def test_there_are_recorded_histories_of_both_versions() -> None:
     assert len([p for p in HISTORIES if not p.stem.startswith("v2-")]) >= 5
     assert len([p for p in HISTORIES if p.stem.startswith("v2-")]) >= 5
     assert len([p for p in HISTORIES if p.stem.startswith("v3-")]) >= 5
+
+
+def test_the_tool_approval_shapes_are_recorded_behind_their_patch() -> None:
+    """The v6 histories (tests/e2e/test_record_histories.py's tool-* shapes) took the tool-approvals branch: two
+    rounds each decided by an Update, and a call the policy's timeout denied."""
+    for shape, updates in (("v6-tool-approved-twice", 3), ("v6-tool-denied-by-timeout", 0)):
+        events = json.loads(TEXTS[shape])["events"]
+        patches = [base64.b64decode(p["data"]).decode() for e in events if "markerRecordedEventAttributes" in e
+                   for p in e["markerRecordedEventAttributes"].get("details", {}).get("patch-data", {})
+                   .get("payloads", [])]
+        assert any('"id":"tool-approvals"' in p for p in patches), (shape, patches)
+        accepted = [e for e in events if "workflowExecutionUpdateAcceptedEventAttributes" in e]
+        assert len(accepted) == updates, shape  # round 1: an unknown call, then the approval; round 2: the approval
 
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
