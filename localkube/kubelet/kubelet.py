@@ -31,6 +31,7 @@ from ..controllers import PVCController, record_event
 from ..errors import StatusError
 from ..network import allocate_pod_ip
 from ..request import INTERNAL
+from ..scheduler import FAILED_SCHEDULING, UNSCHEDULABLE, unschedulable
 from ..services import HostsFiles
 from ..store import DELETED, Event, Obj
 from ..util import deep, rfc3339, set_condition
@@ -55,6 +56,7 @@ from .volumes import Volumes
 log = logging.getLogger("localkube.kubelet")
 
 PODS = ("", "pods")
+NODES = ("", "nodes")
 RESTART_BACKOFF_SECONDS = 1.0  # the real kubelet starts at 10s; locally a quick retry serves better
 
 
@@ -118,6 +120,12 @@ class Kubelet:
                     await run.task
 
     def _on_event(self, ev: Event) -> None:
+        if ev.key == NODES and ev.type != DELETED and ev.obj["metadata"]["name"] == NODE_NAME:
+            # The node's labels changed: pods it did not fit may fit now (the scheduler retries them).
+            for pod in self.api.store.select(PODS):
+                if not pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
+                    self._queue.put_nowait((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+            return
         if ev.key != PODS:
             return
         m = ev.obj["metadata"]
@@ -163,6 +171,10 @@ class Kubelet:
             self.api.finalize_pod(ns, name)
             return
         if not pod["spec"].get("nodeName"):
+            why = unschedulable(pod, self.api.store.get(NODES, "", NODE_NAME))
+            if why is not None:
+                self._refuse_scheduling(pod, why)
+                return
             new = deep(pod)
             new["spec"]["nodeName"] = NODE_NAME
             set_condition(new.setdefault("status", {}).setdefault("conditions", []), "PodScheduled", "True")
@@ -176,6 +188,18 @@ class Kubelet:
             run = PodRun(uid, ns, name, self.pods_dir / uid)
             self.runs[uid] = run
             run.task = asyncio.get_running_loop().create_task(self._run_pod(run))
+
+    def _refuse_scheduling(self, pod: Obj, why: str) -> None:
+        """The pod stays Pending and unbound, saying why, as kube-scheduler leaves a pod no node fits (once: the
+        condition and the event are written again only if the reason changes)."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        current: Obj = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                              if c.get("type") == "PodScheduled"), {})
+        if current.get("status") == "False" and current.get("message") == why:
+            return
+        self.write_status(ns, name, lambda s: set_condition(s.setdefault("conditions", []), "PodScheduled", "False",
+                                                              reason=UNSCHEDULABLE, message=why))
+        record_event(self.api, pod, FAILED_SCHEDULING, why, type_="Warning", component="default-scheduler")
 
     async def _kill_then_finalize(self, run: PodRun, grace: int) -> None:
         await self._kill(run, grace)
