@@ -17,9 +17,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from models.agentrun import TERMINAL_PHASES
 from models.approvals import ToolApprovalView, ToolDecision, decision_problem, edited_arguments
+from models.evaluate import AGENT_PLURALS
 from models.gate import GateView, Verdict
 from models.kube import NotFound
-from models.names import AGENTRUNS, AGENTS, API_VERSION, GROUP, LABEL_INSTANCE, VERSION
+from models.names import AGENTRUNS, API_VERSION, GROUP, LABEL_INSTANCE, VERSION
 from workflows.agent_run import AgentRunWorkflow
 from workflows.gate import FINISHED
 from workflows.tool_approval import FINISHED as TOOLS_FINISHED
@@ -52,18 +53,26 @@ async def current_run(state: State, ns: str, name: str, *, started: bool = False
     return cast(dict[str, Any], run)
 
 
+async def require_agent(state: State, namespace: str, name: str) -> None:
+    """404 unless the Agent exists under its current kind or its older one, SympoziumInstance (SPEC §1.1): a run
+    resolves either (models/evaluate.py), so `kubectl apply` of such a run works, and the API must not refuse it."""
+    for plural in AGENT_PLURALS:
+        try:
+            await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name,
+                                  action=f"read {plural} {namespace}/{name}")
+            return
+        except NotFound:
+            continue
+    raise HTTPException(status_code=404, detail=f'agent "{name}" not found in namespace "{namespace}"')
+
+
 async def create_run(state: State, who: Caller, namespace: str, *, agent_ref: str,
                      spec: dict[str, Any]) -> dict[str, Any]:
     """A new AgentRun of `agent_ref` (which must exist) with `spec` (agentRef added), created for `who` (its author
     stamp: admission checks the run's grants and Secrets against them, and they are its creator for gatePolicy).
     RBAC must let `who` create runs in the namespace."""
     await state.allow(who, "create", AGENTRUNS, namespace)
-    try:
-        await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
-                              agent_ref, action=f"read Agent {namespace}/{agent_ref}")
-    except NotFound as e:
-        raise HTTPException(status_code=404,
-                            detail=f'agent "{agent_ref}" not found in namespace "{namespace}"') from e
+    await require_agent(state, namespace, agent_ref)
     spec = {"agentRef": agent_ref, **spec}
     spec.setdefault("sessionKey", f"session-{time.time_ns()}")
     obj = {"apiVersion": API_VERSION, "kind": "AgentRun",

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from markupsafe import escape
 
 from models.agentrun import PHASES, TERMINAL_PHASES
-from models.evaluate import agent_name_of
+from models.evaluate import AGENT_PLURALS, agent_name_of
 from models.kube import KubeError, NotFound
 from models.names import AGENTRUNS, AGENTS, GROUP, VERSION
 
@@ -277,13 +277,16 @@ async def runs_table(request: Request, who: ConsoleSession, state: StateDep, nam
 
 
 async def agent_names(state: State, who: Caller, namespace: str) -> list[str]:
-    """The Agents a new run may name, for the form's list; none when `who` may not list Agents (the name can still be
-    typed)."""
-    if not await state.access.allowed(who, Ask("list", AGENTS, namespace)):
-        return []
-    items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
-                                  action=f"list Agents in {namespace}")
-    return sorted(str(o["metadata"]["name"]) for o in items.get("items", []))
+    """The Agents a new run may name, for the form's list: both kinds, Agents and the older SympoziumInstances
+    (SPEC §1.1), each only when `who` may list it (a name not listed can still be typed)."""
+    names: set[str] = set()
+    for plural in AGENT_PLURALS:
+        if not await state.access.allowed(who, Ask("list", plural, namespace)):
+            continue
+        items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
+                                      action=f"list {plural} in {namespace}")
+        names.update(str(o["metadata"]["name"]) for o in items.get("items", []))
+    return sorted(names)
 
 
 @router.get("/new-run", response_class=HTMLResponse)
