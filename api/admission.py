@@ -266,9 +266,12 @@ def writer(req: AdmissionRequest) -> Author:
 def _creation_refusal(state: State, req: AdmissionRequest, notes: dict[str, str]) -> Refusal | None:
     given = [k for verdict, by, _ in STAMPED for k in (verdict, by) if k in notes]
     if given:
+        gate = any(k in notes for k in (VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION))
+        tools = any(k in notes for k in (TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION))
+        waits = ("its gate, or its tool calls, wait" if gate and tools else "its gate waits" if gate
+                 else "its tool calls wait")
         return Refusal(RULE_VERDICT_AT_CREATION, f"a verdict cannot be given at creation: {', '.join(given)} may "
-                                                 "not be set on a new run (a verdict counts only while its gate, or "
-                                                 "its tool calls, wait)")
+                                                 f"not be set on a new run (a verdict counts only while {waits})")
     who = req.user_info.username
     stamp = writer(req).annotations(AGENTRUNS)
     wrong = [k for k in stamp if notes.get(k) is not None and notes[k] != stamp[k]]
