@@ -9,9 +9,11 @@ from typing import Any
 import nats
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from cli.stack import NatsServer
 from tests.e2e.conftest import Stack, agent, agent_run
+from tests.waiting import wait_for_async
 
 
 async def run_events(url: str, run_name: str, *, want: int, within: float = 30) -> list[dict[str, Any]]:
@@ -96,8 +98,21 @@ async def test_with_nats_down_the_run_completes_and_its_events_arrive_once_nats_
         stack.create(namespace, "agentruns", agent_run("offline"))
         run = stack.wait_phase(namespace, "offline", timeout=60)
         assert run["status"]["phase"] == "Succeeded"
+        # Its workflow closes with the run, NATS or no NATS (a schedule's concurrencyPolicy counts on it): the
+        # events still to publish went to a RunEvents workflow of their own.
+        temporal = await Client.connect(stack.temporal.address)
+        handle = temporal.get_workflow_handle(run["status"]["workflowId"])
+
+        async def closed() -> WorkflowExecutionStatus | None:
+            status = (await handle.describe()).status
+            return None if status == WorkflowExecutionStatus.RUNNING else status
+        assert await wait_for_async(closed, timeout=15, what="the run's workflow to close while NATS is down") \
+            == WorkflowExecutionStatus.COMPLETED
+        outbox = temporal.get_workflow_handle(f"{handle.id}/events")
+        assert (await outbox.describe()).status == WorkflowExecutionStatus.RUNNING, "its events wait for NATS"
     finally:
         server.start()
     events = await run_events(server.url, "offline", want=6, within=60)
     topics = [e["topic"] for e in events]
     assert topics.count("agent.run.completed") == 1 and topics.count("agent.run.started") == 1
+    assert len({json.dumps(e, sort_keys=True) for e in events}) == len(events), "each event arrived once"

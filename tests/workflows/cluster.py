@@ -269,6 +269,7 @@ class FakeCluster:
 
         @activity.defn(name="publish_event")
         async def publish_event(event: RunEvent) -> None:
+            await cluster._called("publish_event", event)
             cluster.retried_events.append(event)
             cluster.events.append(event)
 

@@ -19,7 +19,12 @@ import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
@@ -31,6 +36,7 @@ from models.steps import RESULT_MAX_BYTES, AgentOutcome, HookOutcome, JobFinishe
 from models.timestamps import parse_rfc3339
 from tests.waiting import wait_for_async
 from workflows.agent_run import AgentRunWorkflow, RunResult, workflow_id
+from workflows.run_events import RunEventsWorkflow, events_workflow_id
 
 from .cluster import FakeCluster, JobScript, hook, resolved_run
 
@@ -68,7 +74,7 @@ class Harness:
     def __init__(self, env: WorkflowEnvironment, cluster: FakeCluster) -> None:
         self.env, self.cluster = env, cluster
         self.queue = f"q-{uuid.uuid4()}"
-        self.worker = Worker(env.client, task_queue=self.queue, workflows=[AgentRunWorkflow],
+        self.worker = Worker(env.client, task_queue=self.queue, workflows=[AgentRunWorkflow, RunEventsWorkflow],
                              activities=cluster.activities())
 
     async def start(self) -> WorkflowHandle[AgentRunWorkflow, RunResult]:
@@ -504,13 +510,41 @@ async def test_events_have_stable_unique_message_ids_in_order(env: WorkflowEnvir
     assert not cluster.retried_events, "each event went out with the step that caused it"
 
 
-async def test_events_nats_did_not_take_are_retried_alone_with_the_same_ids(env: WorkflowEnvironment) -> None:
+# On the real dev server: the run's end stops its own retries still in flight, which the test server cannot cancel.
+async def test_events_nats_did_not_take_are_retried_alone_with_the_same_ids(live_env: WorkflowEnvironment) -> None:
+    env = live_env
     cluster = FakeCluster(resolved_run(), nats_down=True)
-    result = await _run(env, cluster)
+    harness = Harness(env, cluster)
+    async with harness.worker:
+        handle = await harness.start()
+        result = await handle.result()
+        # The events the run's own retries had not published when it ended went on in its RunEvents workflow.
+        await env.client.get_workflow_handle(events_workflow_id(handle.id)).result()
     assert result.phase == "Succeeded", "NATS being down never fails a run"
     ids = [e.message_id for e in cluster.retried_events]
     assert len(ids) == 5 and len(set(ids)) == 5
     assert sorted(e.seq for e in cluster.retried_events) == [1, 2, 3, 4, 5]
+
+
+async def test_a_run_closes_when_it_ends_while_nats_is_down_and_its_events_go_out_later_once_each(
+        live_env: WorkflowEnvironment) -> None:
+    env = live_env
+    cluster = FakeCluster(resolved_run(), nats_down=True)
+    cluster.hold("publish_event")  # NATS stays down: no retried event gets through while the run goes on and ends
+    harness = Harness(env, cluster)
+    async with harness.worker:
+        handle = await harness.start()
+        result = await asyncio.wait_for(handle.result(), timeout=30)
+        assert result.phase == "Succeeded"
+        assert cluster.retried_events == [], "the run's workflow closed without waiting for NATS"
+        events = env.client.get_workflow_handle(events_workflow_id(handle.id))
+        assert (await events.describe()).status == WorkflowExecutionStatus.RUNNING, "its events outlive it"
+        cluster.release("publish_event")  # NATS is back
+        assert await asyncio.wait_for(events.result(), timeout=30) == 5
+    wid = workflow_id(cluster.run.ref) if cluster.run else ""
+    ids = {e.message_id for e in cluster.retried_events}
+    # Every event once by its ID: a stopped retry that got through after all is a duplicate NATS drops by that ID.
+    assert ids == {f"{wid}/{e.topic}/{e.seq}" for e in cluster.retried_events} and len(ids) == 5
 
 
 async def test_a_run_of_prerun_agent_and_postrun_takes_eight_steps(env: WorkflowEnvironment) -> None:
