@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -57,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from kubernetes import client, config, watch
     from kubernetes.client.rest import ApiException
     from temporalio.api.enums.v1 import EventType
-    from temporalio.client import Client
+    from temporalio.client import Client, WorkflowFailureError
     from temporalio.worker import Worker
 
     from activities import manifests as mf
@@ -440,7 +441,8 @@ def histories(stack: Stack, tracker: RunTracker, names: list[str]) -> list[Histo
         out: list[History] = []
         for name in names:
             handle = temporal.get_workflow_handle(f"agentrun/{NS}/{name}/{tracker.uid[name]}")
-            await handle.result()
+            with contextlib.suppress(WorkflowFailureError):  # a Failed run's workflow fails: its history is read
+                await handle.result()
             h = History(Counter(), 0.0, "")
             prev: Any = None
             async for ev in handle.fetch_history_events():

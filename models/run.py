@@ -130,6 +130,11 @@ class RunResult(BaseModel):
     error: str | None = None
 
 
+# The type of the failure a Failed run's workflow ends with (patch failed-run-fails): its message is the run's
+# error, its one detail the RunResult. The Temporal UI lists such a workflow as Failed, not Completed.
+RUN_FAILED = "RunFailed"
+
+
 class StatusUpdate(BaseModel):
     """One status write that needs no read first: the fields to set, and the run's whole condition list
     (the workflow is the only writer of an AgentRun's conditions and knows every one it wrote)."""

@@ -30,6 +30,7 @@ from workflows.agent_run import AgentRunWorkflow
 from workflows.agent_run_v1 import AgentRunWorkflowV1
 from workflows.agent_slots import AgentSlotsWorkflow
 from workflows.prune import PruneHistoryWorkflow
+from workflows.run_events import RunEventsWorkflow
 from workflows.scheduled_run import ScheduledRunWorkflow
 
 from .health import Health
@@ -74,7 +75,8 @@ def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer
         client,
         task_queue=settings.temporal.task_queue,
         # AgentRunWorkflowV1 finishes the runs that started before the type "AgentRun" existed.
-        workflows=[AgentRunWorkflow, AgentRunWorkflowV1, ScheduledRunWorkflow, PruneHistoryWorkflow, AgentSlotsWorkflow],
+        workflows=[AgentRunWorkflow, AgentRunWorkflowV1, ScheduledRunWorkflow, PruneHistoryWorkflow, AgentSlotsWorkflow,
+                   RunEventsWorkflow],
         activities=[*acts.all(), *ScheduleActivities(acts.kube).all(),
                     events.publish_event,
                     PruneActivities(acts.kube).prune_run_history, *SlotActivities().all()],

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from models.names import Component, job_name
     from models.resolve import ResolvedRun
     from models.run import (
+        RUN_FAILED,
         FailureReason,
         Phase,
         RunResult,
@@ -119,6 +120,9 @@ MIN_RESTART_SECONDS = 5
 # encrypted was the proof, which the codec server's /codec/encode gave any API token. Set where the first verdict is
 # handled, so only runs that get a verdict carry it.
 SIGNED_VERDICTS_PATCH = "signed-verdicts"
+# Runs that end Failed with this marker end their workflow failed (after the run's status, cleanup and events are
+# written), with the run's error and RunResult: filtering the Temporal UI by status finds the failed runs.
+FAILED_RUN_FAILS_PATCH = "failed-run-fails"
 # Runs whose agent parks with this marker wait for people's decisions on its tool calls with no pod of the run
 # (SPEC §10: status.toolApproval, the search attribute, the park step), then start it again with them.
 TOOL_APPROVAL_PATCH = "tool-approvals"
@@ -259,6 +263,8 @@ class AgentRunWorkflow:
         except asyncio.CancelledError:
             pass  # deleted while cleaning up after it ended: the run's outcome stands
         await self._record.flush()
+        if outcome.phase == Phase.FAILED and workflow.patched(FAILED_RUN_FAILS_PATCH):
+            raise ApplicationError(outcome.error or "the run failed", outcome, type=RUN_FAILED, non_retryable=True)
         return outcome
 
     async def _execute(self, start: StartRun) -> RunResult:

@@ -5,7 +5,9 @@ it. This keeps what the workflow recorded in between: each condition (its transi
 its status stays, so a rewrite does not look like a change), and the events emitted since the last
 step, each with its sequence number fixed when emitted, so a retried step publishes a duplicate that
 NATS drops, not a new event. Events NATS did not take with their step are retried here on their own,
-an activity each, so the run never waits on NATS; the workflow lets them finish before it closes.
+an activity each, so the run never waits on NATS. When the run ends, those still unpublished go to a
+RunEvents workflow of their own (run_events.py) and the run's workflow closes (patch
+`events-outlive-run`; before it, the workflow waited up to an hour for them).
 
 Deterministic: times are `workflow.now()`, and publishing is a workflow activity.
 """
@@ -15,10 +17,9 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.events import EventActivities
     from models.agentrun import AgentRunStatus, Condition, ParentRef
     from models.approvals import ToolApprovalStatus, ToolDecisionRecord
     from models.events import EventValue, RunEvent, Topic
@@ -27,9 +28,13 @@ with workflow.unsafe.imports_passed_through():
     from models.steps import RESULT_MAX_BYTES, AgentOutcome, StatusChange
     from models.timestamps import rfc3339
 
-    from . import policies
     from .gate import Gate, Refusal
+    from .run_events import RunEventsWorkflow, events_workflow_id, publish
     from .tool_approval import ToolApprovals, ToolRefusal
+
+# Runs that end with this marker hand their unpublished events to a RunEvents workflow and close at once: a run's
+# workflow stays open no longer than its run, so a schedule's concurrencyPolicy sees a finished run as finished.
+EVENTS_OUTLIVE_RUN_PATCH = "events-outlive-run"
 
 
 class RunRecord:
@@ -40,7 +45,7 @@ class RunRecord:
         self._conditions: dict[str, Condition] = {}
         self._events: list[RunEvent] = []  # emitted, not yet handed to a step
         self._seq = 0
-        self._retrying: list[asyncio.Task[None]] = []
+        self._retrying: list[tuple[RunEvent, asyncio.Task[bool]]] = []
         self._announced = 0  # tool decisions whose event is emitted
 
     # -- conditions ------------------------------------------------------------------------------------
@@ -198,20 +203,27 @@ class RunRecord:
     def retry_later(self, events: list[RunEvent]) -> None:
         """Events NATS did not take with their step: retried on their own, for up to an hour; the run goes on."""
         for event in events:
-            self._retrying.append(asyncio.ensure_future(self._publish(event)))
-
-    async def _publish(self, event: RunEvent) -> None:
-        try:
-            await workflow.execute_activity_method(
-                EventActivities.publish_event, event, summary=f"event {event.topic}",
-                start_to_close_timeout=policies.EVENT_CALL, schedule_to_close_timeout=policies.EVENT_BUDGET,
-                retry_policy=policies.EVENT_RETRY)
-        except (ActivityError, asyncio.CancelledError):
-            workflow.logger.warning("event %s could not be published", event.message_id)
+            self._retrying.append((event, asyncio.ensure_future(publish(event))))
 
     async def flush(self) -> None:
-        """Before the workflow closes: events still queued go out, and retried ones finish (within their budget)."""
-        self.retry_later(self.take_events())
-        for task in self._retrying:
-            await task
+        """Before the workflow closes: events not yet published go to a RunEvents workflow that outlives this one
+        (retries still under way are stopped first: it publishes them again with the same IDs, which NATS drops as
+        duplicates if a stopped attempt got through). Runs without the marker wait here for every retry."""
+        if not workflow.patched(EVENTS_OUTLIVE_RUN_PATCH):
+            self.retry_later(self.take_events())
+            for _, task in self._retrying:
+                await task
+            self._retrying.clear()
+            return
+        stopped = [(event, task) for event, task in self._retrying if not task.done()]
         self._retrying.clear()
+        for _, task in stopped:
+            task.cancel()
+        for _, task in stopped:
+            await task  # stopped: publish() says so and returns
+        events = [event for event, _ in stopped] + self.take_events()
+        if events:
+            await workflow.start_child_workflow(
+                RunEventsWorkflow.run, events, id=events_workflow_id(workflow.info().workflow_id),
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=f"{len(events)} event(s) of the run that NATS has not taken yet")

@@ -20,11 +20,17 @@ from temporalio.common import (
     TypedSearchAttributes,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 
 with workflow.unsafe.imports_passed_through():
     from activities.schedules import ScheduleActivities
     from models.resolve import RunRef
+    from models.run import RUN_FAILED
     from models.schedule import (
         RemoveRuns,
         RunName,
@@ -121,6 +127,8 @@ class ScheduledRunWorkflow:
                                "its tick was cancelled (concurrencyPolicy Replace)")
             raise
         except ChildWorkflowError as e:
+            if isinstance(e.cause, ApplicationError) and e.cause.type == RUN_FAILED:  # the run failed (it ended)
+                return self._done(phase="Failed", error=e.cause.message)
             return self._done(phase="Deleted", error=str(e.cause or e))
         return self._done(phase=result.phase, error=result.error)
 

@@ -9,9 +9,13 @@ from typing import Any
 import nats
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 
 from cli.stack import NatsServer
 from tests.e2e.conftest import Stack, agent, agent_run
+from tests.waiting import wait_for_async
 
 
 async def run_events(url: str, run_name: str, *, want: int, within: float = 30) -> list[dict[str, Any]]:
@@ -80,7 +84,20 @@ async def test_a_failed_run_publishes_failed_with_a_reason(stack: Stack, namespa
     server = needs_nats(stack)
     stack.create(namespace, "agents", agent())
     stack.create(namespace, "agentruns", agent_run("boom", task="fail:model said no"))
-    stack.wait_phase(namespace, "boom")
+    run = stack.wait_phase(namespace, "boom")
+    # Its workflow ended failed, with the run's error, so the Temporal UI's status filter finds it.
+    temporal = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+    handle = temporal.get_workflow_handle(run["status"]["workflowId"])
+
+    async def ended() -> WorkflowExecutionStatus | None:
+        status = (await handle.describe()).status
+        return None if status == WorkflowExecutionStatus.RUNNING else status
+    assert await wait_for_async(ended, timeout=15, what="the run's workflow to end") == WorkflowExecutionStatus.FAILED
+    with pytest.raises(WorkflowFailureError) as ended_failed:
+        await handle.result()
+    cause = ended_failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "RunFailed"
+    assert cause.message == run["status"]["error"] == "model said no"
     events = await run_events(server.url, "boom", want=5)
     failed = [e for e in events if e["topic"] == "agent.run.failed"]
     assert len(failed) == 1 and failed[0]["data"]["error"] == "model said no"
@@ -96,8 +113,21 @@ async def test_with_nats_down_the_run_completes_and_its_events_arrive_once_nats_
         stack.create(namespace, "agentruns", agent_run("offline"))
         run = stack.wait_phase(namespace, "offline", timeout=60)
         assert run["status"]["phase"] == "Succeeded"
+        # Its workflow closes with the run, NATS or no NATS (a schedule's concurrencyPolicy counts on it): the
+        # events still to publish went to a RunEvents workflow of their own.
+        temporal = await Client.connect(stack.temporal.address)
+        handle = temporal.get_workflow_handle(run["status"]["workflowId"])
+
+        async def closed() -> WorkflowExecutionStatus | None:
+            status = (await handle.describe()).status
+            return None if status == WorkflowExecutionStatus.RUNNING else status
+        assert await wait_for_async(closed, timeout=15, what="the run's workflow to close while NATS is down") \
+            == WorkflowExecutionStatus.COMPLETED
+        outbox = temporal.get_workflow_handle(f"{handle.id}/events")
+        assert (await outbox.describe()).status == WorkflowExecutionStatus.RUNNING, "its events wait for NATS"
     finally:
         server.start()
     events = await run_events(server.url, "offline", want=6, within=60)
     topics = [e["topic"] for e in events]
     assert topics.count("agent.run.completed") == 1 and topics.count("agent.run.started") == 1
+    assert len({json.dumps(e, sort_keys=True) for e in events}) == len(events), "each event arrived once"

@@ -19,6 +19,7 @@ from models.approvals import ToolDecision
 from models.gate import Verdict
 from tests.e2e.conftest import Stack, agent, agent_run
 from tests.waiting import wait_for
+from tests.workflows.cluster import run_result
 from workflows.agent_run import AgentRunWorkflow
 from workflows.agent_run_v1 import AgentRunWorkflowV1
 
@@ -126,13 +127,13 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
         assert run["status"]["phase"] == "Succeeded" and decided == (
             [("approve", "temporal")] * 2 if shape == "tool-approved-twice" else [("reject", "timeout")]), run["status"]
     handle = client.get_workflow_handle(run["status"]["workflowId"])
-    await handle.result()  # the workflow has also finished its cleanup
+    await run_result(handle)  # the workflow has also finished its cleanup (a failed run's workflow fails)
     history = await handle.fetch_history()
     replayer = Replayer(workflows=[AgentRunWorkflow, AgentRunWorkflowV1], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None
     if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1":
-        _save(shape, history.to_json(), "v6" if shape in ASKS else "v5")
+        _save(shape, history.to_json(), "v7")
 
 
 def _save(shape: str, text: str, version: str = "v5") -> None:
@@ -143,7 +144,8 @@ def _save(shape: str, text: str, version: str = "v5") -> None:
     # Jobs in a local activity (patch observe-locally), v5- once a verdict claiming our API or bridge must carry their
     # signature (patch signed-verdicts, marked where a run's first verdict arrives: the shapes that get one) and once a
     # lost agent pod is started again (patch agent-restarts: the agent-restarted shape); v6- once tool calls wait for
-    # approval (patch tool-approvals: the tool-* shapes).
+    # approval (patch tool-approvals: the tool-* shapes); v7- once a run's workflow closes with its run, its unpublished
+    # events handed on (patch events-outlive-run, every shape), and a failed run's workflow fails (failed-run-fails).
     path = OUT / f"{version}-{shape}.json"
     if not path.exists():
         path.write_text(text)

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from activities.kube import RUN_GONE
@@ -25,7 +26,7 @@ from models.agentrun import AgentRunStatus, Condition, ModelSpec
 from models.events import RunEvent
 from models.names import job_name
 from models.resolve import ResolvedHook, ResolvedRetry, ResolvedRun, ResolvedToolApproval, RunRef
-from models.run import StatusUpdate
+from models.run import RUN_FAILED, RunResult, StatusUpdate
 from models.slots import SlotLimit
 from models.steps import (
     AgentOutcome,
@@ -289,7 +290,23 @@ class FakeCluster:
 
         @activity.defn(name="publish_event")
         async def publish_event(event: RunEvent) -> None:
+            await cluster._called("publish_event", event)
             cluster.retried_events.append(event)
             cluster.events.append(event)
 
         return [begin_run, start_job, observe_job, update_status, delete_job, park_agent, clean_up, publish_event]
+
+
+async def run_result(handle: WorkflowHandle[Any, Any]) -> RunResult:
+    """A run workflow's result: its RunResult, which a Failed run's workflow carries in its failure (patch
+    failed-run-fails); any other failure (a cancelled workflow, say) is raised as it is."""
+    try:
+        result: RunResult = await handle.result()
+        return result
+    except WorkflowFailureError as e:
+        cause = e.cause
+        if not (isinstance(cause, ApplicationError) and cause.type == RUN_FAILED):
+            raise
+        failed = RunResult.model_validate(cause.details[0])
+        assert failed.phase == "Failed" and failed.error == cause.message, (failed, cause.message)
+        return failed

@@ -19,7 +19,12 @@ import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
@@ -35,8 +40,9 @@ from models.steps import RESULT_MAX_BYTES, AgentOutcome, HookOutcome, JobFinishe
 from models.timestamps import parse_rfc3339
 from tests.waiting import wait_for_async
 from workflows.agent_run import AgentRunWorkflow, RunResult, workflow_id
+from workflows.run_events import RunEventsWorkflow, events_workflow_id
 
-from .cluster import FakeCluster, JobScript, hook, resolved_run
+from .cluster import FakeCluster, JobScript, hook, resolved_run, run_result
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -72,7 +78,7 @@ class Harness:
     def __init__(self, env: WorkflowEnvironment, cluster: FakeCluster) -> None:
         self.env, self.cluster = env, cluster
         self.queue = f"q-{uuid.uuid4()}"
-        self.worker = Worker(env.client, task_queue=self.queue, workflows=[AgentRunWorkflow],
+        self.worker = Worker(env.client, task_queue=self.queue, workflows=[AgentRunWorkflow, RunEventsWorkflow],
                              activities=cluster.activities())
 
     async def start(self) -> WorkflowHandle[AgentRunWorkflow, RunResult]:
@@ -84,7 +90,7 @@ class Harness:
     async def result(self, cluster: FakeCluster | None = None) -> RunResult:
         async with self.worker:
             handle = await self.start()
-            return await handle.result()
+            return await run_result(handle)
 
 
 async def _run(env: WorkflowEnvironment, cluster: FakeCluster) -> RunResult:
@@ -350,7 +356,7 @@ async def test_a_verdict_resolves_the_gate_and_stops_the_gate_hook(
         view = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
         # Sent straight to Temporal (no API, no bridge): recorded as a Temporal-path claim.
         assert (view.state, view.decided_by, view.result) == (label, "temporal:alice", final)
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result=final)
     status = cluster.status()
     assert status["gate_verdict"] == label and status["gate"]["decided_by"] == "temporal:alice"
@@ -369,7 +375,7 @@ async def test_a_second_verdict_is_refused(env: WorkflowEnvironment) -> None:
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve"))
         assert "already has a verdict" in str(refused.value.cause)
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result=REJECTED_TEXT)
 
 
@@ -422,7 +428,7 @@ async def test_a_run_without_a_gate_refuses_verdicts(env: WorkflowEnvironment) -
         assert "has no gate" in str(refused.value.cause)
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
-            await handle.result()
+            await run_result(handle)
 
 
 async def _phase_is(handle: WorkflowHandle[AgentRunWorkflow, RunResult], phase: str) -> bool:
@@ -443,7 +449,7 @@ async def test_deletion_during_a_step_kills_jobs_and_releases_the_run(live_env: 
         await handle.cancel()
         cluster.release(step)
         with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
+            await run_result(handle)
     assert isinstance(failed.value.cause, CancelledError)
     (cleanup,) = cluster.named("clean_up")
     assert cleanup.kill, "a step cut short may have made a Job the workflow does not know of"
@@ -464,7 +470,7 @@ async def test_deletion_while_a_job_runs_kills_it_and_releases_the_run(
         await wait_for_async(lambda: _job_created(handle, component, phase), what=f"the {component} Job")
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
-            await handle.result()
+            await run_result(handle)
     (cleanup,) = cluster.named("clean_up")
     assert cleanup.kill
     assert [n for n, _ in cluster.calls][-1] == "clean_up"
@@ -485,7 +491,7 @@ async def test_deletion_during_cleanup_finishes_cleanup_and_keeps_the_outcome(en
         await _reached(cluster, "clean_up")
         await handle.cancel()
         cluster.release("clean_up")
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result="hi there")
     assert len(cluster.named("clean_up")) == 1
 
@@ -508,13 +514,41 @@ async def test_events_have_stable_unique_message_ids_in_order(env: WorkflowEnvir
     assert not cluster.retried_events, "each event went out with the step that caused it"
 
 
-async def test_events_nats_did_not_take_are_retried_alone_with_the_same_ids(env: WorkflowEnvironment) -> None:
+# On the real dev server: the run's end stops its own retries still in flight, which the test server cannot cancel.
+async def test_events_nats_did_not_take_are_retried_alone_with_the_same_ids(live_env: WorkflowEnvironment) -> None:
+    env = live_env
     cluster = FakeCluster(resolved_run(), nats_down=True)
-    result = await _run(env, cluster)
+    harness = Harness(env, cluster)
+    async with harness.worker:
+        handle = await harness.start()
+        result = await run_result(handle)
+        # The events the run's own retries had not published when it ended went on in its RunEvents workflow.
+        await env.client.get_workflow_handle(events_workflow_id(handle.id)).result()
     assert result.phase == "Succeeded", "NATS being down never fails a run"
     ids = [e.message_id for e in cluster.retried_events]
     assert len(ids) == 5 and len(set(ids)) == 5
     assert sorted(e.seq for e in cluster.retried_events) == [1, 2, 3, 4, 5]
+
+
+async def test_a_run_closes_when_it_ends_while_nats_is_down_and_its_events_go_out_later_once_each(
+        live_env: WorkflowEnvironment) -> None:
+    env = live_env
+    cluster = FakeCluster(resolved_run(), nats_down=True)
+    cluster.hold("publish_event")  # NATS stays down: no retried event gets through while the run goes on and ends
+    harness = Harness(env, cluster)
+    async with harness.worker:
+        handle = await harness.start()
+        result = await asyncio.wait_for(run_result(handle), timeout=30)
+        assert result.phase == "Succeeded"
+        assert cluster.retried_events == [], "the run's workflow closed without waiting for NATS"
+        events = env.client.get_workflow_handle(events_workflow_id(handle.id))
+        assert (await events.describe()).status == WorkflowExecutionStatus.RUNNING, "its events outlive it"
+        cluster.release("publish_event")  # NATS is back
+        assert await asyncio.wait_for(events.result(), timeout=30) == 5
+    wid = workflow_id(cluster.run.ref) if cluster.run else ""
+    ids = {e.message_id for e in cluster.retried_events}
+    # Every event once by its ID: a stopped retry that got through after all is a duplicate NATS drops by that ID.
+    assert ids == {f"{wid}/{e.topic}/{e.seq}" for e in cluster.retried_events} and len(ids) == 5
 
 
 async def test_a_run_of_prerun_agent_and_postrun_takes_eight_steps(env: WorkflowEnvironment) -> None:
@@ -551,6 +585,30 @@ async def test_a_permanent_refusal_of_a_step_fails_the_run_naming_the_step(
     assert [n for n, _ in cluster.calls][-2:] == last_calls
     (cleanup,) = cluster.named("clean_up")
     assert [j.component for j in cleanup.jobs] == jobs
+
+
+async def test_a_failed_run_ends_its_workflow_failed_once_its_status_is_written(env: WorkflowEnvironment) -> None:
+    cluster = FakeCluster(resolved_run(), agent=AgentOutcome(status="error", error="boom", exit_code=3))
+    harness = Harness(env, cluster)
+    async with harness.worker:
+        handle = await harness.start()
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        # Filtering the Temporal UI by status finds it.
+        assert (await handle.describe()).status == WorkflowExecutionStatus.FAILED
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "RunFailed", cause
+    status = cluster.status()
+    assert cluster.phases()[-1] == "Failed" and cause.message == status["error"], (cause.message, status)
+    assert [n for n, _ in cluster.calls][-1] == "clean_up", "the status and the cleanup came first"
+
+
+async def test_a_succeeded_run_ends_its_workflow_completed(env: WorkflowEnvironment) -> None:
+    harness = Harness(env, FakeCluster(resolved_run()))
+    async with harness.worker:
+        handle = await harness.start()
+        await handle.result()
+        assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
 
 
 async def test_a_run_that_fails_before_pending_writes_its_whole_status_at_once(env: WorkflowEnvironment) -> None:
@@ -607,7 +665,7 @@ async def test_the_gate_hook_runs_alone_and_the_other_postrun_hooks_after_the_ve
         handle = await h.start()
         await _gate(handle)
         await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result=final)
     gate_job, after = [r for r in cluster.job_requests() if r.component in ("post-run", "post-gate")]
     assert (gate_job.component, gate_job.gate_only, gate_job.agent_result) == ("post-run", True, "hi there")
@@ -669,7 +727,7 @@ async def test_a_verdict_before_the_gate_is_refused_and_recorded_then_every_hook
         assert (await handle.query(AgentRunWorkflow.gate)).state == "pending", "the early verdicts did not decide"
         view = await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="bob"))
         assert (view.state, view.decided_by) == ("approved", "temporal:bob")
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result="hi there")
     assert [r.component for r in cluster.job_requests()] == ["agent-run", "post-run", "post-gate"]
     refusals = [e for e in cluster.events if e.topic == "agent.run.gate.refused"]
@@ -693,7 +751,7 @@ async def test_an_annotation_verdict_counts_only_if_written_after_the_gate_start
         await wait_for_async(lambda: _gate_job_started(cluster), what="the gate's Job")
         await handle.signal(AgentRunWorkflow.verdict, Verdict(action="reject", response="no", source="annotation",
                                                                decided_by="sa", resource_version=seen_at))
-        result = await handle.result()
+        result = await run_result(handle)
     status = cluster.status()
     if counts:
         assert result.result == "no" and status["gate_verdict"] == "rejected"
@@ -715,7 +773,7 @@ async def test_a_verdict_after_the_decision_is_refused_with_who_sent_it(env: Wor
             await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="reject", decided_by="eve"))
         assert "already has a verdict" in str(refused.value.cause)
         await handle.signal(AgentRunWorkflow.job_finished, _finished(cluster, "post-gate"))
-        result = await handle.result()
+        result = await run_result(handle)
     assert result.result == "hi there"
     cond = cluster.status()["conditions"]["VerdictRefused"]
     assert cond.reason == "AlreadyDecided" and cond.message.startswith("reject from temporal:eve (temporal) refused")

@@ -21,7 +21,7 @@ from models.timestamps import parse_rfc3339
 from tests.waiting import wait_for_async
 from workflows.agent_run import AgentRunWorkflow, RunResult
 
-from .cluster import FakeCluster, JobScript, resolved_run
+from .cluster import FakeCluster, JobScript, resolved_run, run_result
 from .test_agent_run_workflow import GATE_HOOK, NOTIFY, WAITING_GATE, Harness, env
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -69,7 +69,7 @@ async def test_retry_then_approve_ends_approved_on_attempt_two_with_its_output(e
         view = await handle.execute_update(AgentRunWorkflow.submit_verdict,
                                            Verdict(action="approve", decided_by="bob", source="api"))
         assert (view.state, view.result) == ("approved", "second draft with KIWI")
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result="second draft with KIWI")
     status = cluster.status()
     assert status["gate_verdict"] == "approved" and status["attempt"] == 2
@@ -111,7 +111,7 @@ async def test_a_run_always_sent_back_ends_retries_exhausted_at_max_attempts(env
             await _pending(handle, attempt)
             view = await handle.execute_update(AgentRunWorkflow.submit_verdict, _retry())
             assert view.state == ("retried" if attempt < 3 else "retries-exhausted")
-        result = await handle.result()
+        result = await run_result(handle)
     assert result.phase == "Succeeded"
     assert result.result == "Response blocked: all 3 attempts were rejected by the gate (maxAttempts 3 reached)"
     assert FEEDBACK not in (result.result or ""), "the reviewer's feedback is no answer"
@@ -130,7 +130,7 @@ async def test_max_chain_tokens_reached_ends_retries_exhausted_early(env: Workfl
         for attempt in (1, 2):
             await _pending(handle, attempt)
             await handle.execute_update(AgentRunWorkflow.submit_verdict, _retry())
-        result = await handle.result()
+        result = await run_result(handle)
     assert result.result == ("Response blocked: all 2 attempts were rejected by the gate "
                              "(maxChainTokens 12 reached: 16 tokens used)")
     status = cluster.status()
@@ -147,7 +147,7 @@ async def test_retry_without_lifecycle_retry_is_a_reject_with_the_blocked_text(e
         await _pending(handle, 1)
         view = await handle.execute_update(AgentRunWorkflow.submit_verdict, _retry())
         assert (view.state, view.result) == ("rejected", REJECTED_TEXT)
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result=REJECTED_TEXT)
     status = cluster.status()
     assert status["gate_verdict"] == "rejected"
@@ -165,7 +165,7 @@ async def test_the_backoff_is_waited_before_the_next_attempt(env: WorkflowEnviro
         await env.sleep(timedelta(hours=1, seconds=1))  # time skips only while the test waits on it
         await _pending(handle, 2)
         await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", source="api"))
-        await handle.result()
+        await run_result(handle)
     decided = parse_rfc3339(cluster.status()["attempts"][0]["decided_at"])
     second = next(j for j in cluster.created if j.ref.name == "r-try2")
     assert decided is not None
@@ -184,7 +184,7 @@ async def test_a_verdict_for_a_decided_attempt_is_refused_and_recorded(env: Work
         await env.sleep(timedelta(seconds=601))
         await _pending(handle, 2)
         await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", source="api"))
-        result = await handle.result()
+        result = await run_result(handle)
     assert result.result == "second draft with KIWI"
     cond = cluster.status()["conditions"]["VerdictRefused"]
     assert cond.reason == "AlreadyDecided" and cond.message.startswith("approve from temporal:eve (temporal) refused")
@@ -199,7 +199,7 @@ async def test_a_verdict_sent_straight_to_temporal_is_recorded_as_such(env: Work
         handle = await h.start()
         await _pending(handle, 1)
         await handle.signal(AgentRunWorkflow.verdict, Verdict(action="approve", decided_by=claimed))
-        result = await handle.result()
+        result = await run_result(handle)
     assert result.result == "hi there"
     gate = cluster.status()["gate"]
     assert gate["decided_by"] == recorded and gate["reason"] == "approve via temporal"
@@ -213,7 +213,7 @@ async def test_an_api_verdict_keeps_its_identity(env: WorkflowEnvironment) -> No
         await _pending(handle, 1)
         view = await handle.execute_update(AgentRunWorkflow.submit_verdict,
                                            Verdict(action="approve", decided_by="alice@example.com", source="api"))
-        await handle.result()
+        await run_result(handle)
     assert view.decided_by == "alice@example.com"
     assert cluster.status()["gate"]["decided_by"] == "alice@example.com"
 
@@ -234,7 +234,7 @@ async def test_deletion_during_attempt_two_cleans_up_every_attempts_jobs(env: Wo
         await wait_for_async(attempt_two_runs, what="attempt 2's agent to run")
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
-            await handle.result()
+            await run_result(handle)
     (cleanup,) = cluster.named("clean_up")
     assert cleanup.kill
     assert [j.name for j in cleanup.jobs] == ["r", "r-postrun", "r-try2"], "every attempt's Jobs go"
@@ -252,7 +252,7 @@ async def test_an_attempt_after_a_failed_agent_runs_again_and_its_success_counts
         await handle.execute_update(AgentRunWorkflow.submit_verdict, _retry())
         await _pending(handle, 2)
         await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", source="api"))
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result="fine now"), "the phase follows the last attempt's agent"
     agent2 = [r for r in cluster.job_requests() if r.component == "agent-run"][1]
     assert agent2.task is not None and "model said no" in agent2.task

@@ -57,6 +57,23 @@ def test_the_slots_and_prune_workflows_have_recorded_histories() -> None:
     assert {"slots-continued-as-new", "slots-ended-idle", "prune-pass"} <= set(TEXTS)
 
 
+def _patches(shape: str) -> list[str]:
+    events = json.loads(TEXTS[shape])["events"]
+    return [base64.b64decode(p["data"]).decode() for e in events if "markerRecordedEventAttributes" in e
+            for p in e["markerRecordedEventAttributes"].get("details", {}).get("patch-data", {}).get("payloads", [])]
+
+
+def test_the_v7_shapes_close_with_their_run_and_a_failed_run_fails() -> None:
+    """The v7 histories took the events-outlive-run branch (every shape), and the failed run's ended failed."""
+    v7 = [name for name in TEXTS if name.startswith("v7-")]
+    assert len(v7) >= 10
+    for shape in v7:
+        assert any('"id":"events-outlive-run"' in p for p in _patches(shape)), shape
+    failed = json.loads(TEXTS["v7-agent-failure"])["events"]
+    assert any('"id":"failed-run-fails"' in p for p in _patches("v7-agent-failure"))
+    assert "workflowExecutionFailedEventAttributes" in failed[-1], failed[-1].keys()
+
+
 @pytest.mark.parametrize("name", sorted(TEXTS))
 async def test_recorded_history_replays(name: str) -> None:
     history = WorkflowHistory.from_json(name, TEXTS[name])

@@ -10,10 +10,11 @@ from datetime import timedelta
 
 import pytest
 from temporalio import activity, workflow
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from models.run import RunResult
+from models.run import RUN_FAILED, RunResult
 from models.schedule import (
     ScheduledTick,
     ScheduleRef,
@@ -77,3 +78,28 @@ async def test_a_second_tick_in_the_same_second_does_not_run_the_finished_run_ag
     assert (first.run_name, first.phase) == ("beat-20261127054606", "Succeeded")
     assert (again.run_name, again.phase, again.error) == ("beat-20261127054606", "Started", None)
     assert STARTS == ["beat-20261127054606"]  # the run's workflow executed once
+
+
+@activity.defn(name="create_scheduled_run")
+async def create_failing_run(req: TickRequest) -> TickCreated:
+    return TickCreated(namespace="ns", name="beat-20261127054606", uid="uid-2")  # a run (and workflow) of its own
+
+
+@workflow.defn(name="AgentRun")
+class FailedRun:
+    """Stands in for AgentRunWorkflow of a run that failed: its workflow fails as the real one does (RunFailed)."""
+
+    @workflow.run
+    async def run(self, start: StartRun) -> RunResult:
+        failed = RunResult(phase="Failed", error="the agent exited with code 3")
+        raise ApplicationError(failed.error or "", failed, type=RUN_FAILED, non_retryable=True)
+
+
+async def test_a_tick_whose_run_failed_says_failed_with_the_runs_error(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    tick = ScheduledTick(schedule=ScheduleRef(namespace="ns", name="beat", uid="s-2"))
+    async with Worker(env.client, task_queue=queue, workflows=[ScheduledRunWorkflow, FailedRun],
+                      activities=[plan_tick, create_failing_run, record_tick]):
+        result: TickResult = await env.client.execute_workflow(ScheduledRunWorkflow.run, tick, id=f"tick-{queue}",
+                                                               task_queue=queue)
+    assert (result.phase, result.error) == ("Failed", "the agent exited with code 3"), "not Deleted: it ended"

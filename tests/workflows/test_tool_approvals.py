@@ -30,7 +30,7 @@ from models.steps import AgentOutcome, Metrics
 from tests.waiting import wait_for_async
 from workflows.agent_run import AgentRunWorkflow, RunResult
 
-from .cluster import FakeCluster, JobScript, resolved_run
+from .cluster import FakeCluster, JobScript, resolved_run, run_result
 from .test_agent_run_workflow import GATE_HOOK, WAITING_GATE, Harness, env
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -112,7 +112,7 @@ async def test_an_approved_call_parks_the_agent_with_no_pod_and_resumes_it_with_
         view = await handle.execute_update(AgentRunWorkflow.decide_tool_call, decision(C1))
         assert (view.call_id, view.action, view.decided_by, view.waiting, view.resumed) == (
             "c1", "approve", "alice", [], True)
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result="all done")
     assert [j.ref.name for j in cluster.created] == ["r", "r-resume1"]
     assert [start.prepare for start in cluster.named("start_job")] == [True, False], \
@@ -142,7 +142,7 @@ async def test_reject_and_edit_reach_the_agent_and_the_audit_keeps_both_argument
         assert first.waiting == ["c2"] and not first.resumed
         await handle.execute_update(AgentRunWorkflow.decide_tool_call,
                                     decision(C2, "reject", by="bob", reason="not that file"))
-        await handle.result()
+        await run_result(handle)
     (resume,) = resumes(cluster)
     assert [(d["callId"], d["action"], d.get("arguments"), d.get("reason")) for d in resume["decisions"]] == [
         ("c1", "edit", edited, None), ("c2", "reject", None, "not that file")]
@@ -175,7 +175,7 @@ async def test_each_refused_decision_has_its_own_reason_and_the_run_goes_on(env:
         again = cluster.created[1]
         again.finished = True
         await handle.signal(AgentRunWorkflow.job_finished, _finished(again))
-        result = await handle.result()
+        result = await run_result(handle)
     assert result.phase == "Succeeded"
     (resume,) = resumes(cluster)
     assert [d["decidedBy"] for d in resume["decisions"]] == ["alice"], "the first decision counted"
@@ -200,7 +200,7 @@ async def test_no_decision_within_the_policys_timeout_denies_and_the_model_is_to
         handle = await h.start()
         await pending(handle)
         await env.sleep(timedelta(seconds=6))
-        result = await handle.result()
+        result = await run_result(handle)
     assert result.phase == "Succeeded"
     (resume,) = resumes(cluster)
     (d,) = resume["decisions"]
@@ -217,7 +217,7 @@ async def test_on_timeout_allow_approves_what_nobody_decided(env: WorkflowEnviro
         await pending(handle)
         await handle.execute_update(AgentRunWorkflow.decide_tool_call, decision(C2, "reject", reason="no"))
         await env.sleep(timedelta(seconds=6))
-        await handle.result()
+        await run_result(handle)
     (resume,) = resumes(cluster)
     assert [(d["callId"], d["action"], d["source"]) for d in resume["decisions"]] == [
         ("c1", "approve", "timeout"), ("c2", "reject", "api")]
@@ -234,7 +234,7 @@ async def test_two_rounds_of_approvals_in_one_run(env: WorkflowEnvironment) -> N
         await pending(handle, 2)
         assert "already decided" in await refused(handle, decision(C1)), "round 1's call is decided for good"
         await handle.execute_update(AgentRunWorkflow.decide_tool_call, decision(c3, by="bob"))
-        result = await handle.result()
+        result = await run_result(handle)
     assert result.phase == "Succeeded"
     assert [j.ref.name for j in cluster.created] == ["r", "r-resume1", "r-resume2"]
     assert [r["round"] for r in resumes(cluster)] == [1, 2]
@@ -254,7 +254,7 @@ async def test_parked_time_is_not_run_time(env: WorkflowEnvironment) -> None:
         await pending(handle)
         await env.sleep(timedelta(seconds=40))
         await handle.execute_update(AgentRunWorkflow.decide_tool_call, decision(C1))
-        result = await handle.result()
+        result = await run_result(handle)
     assert result.phase == "Succeeded"
     first, again = [r for r in cluster.job_requests() if r.component == "agent-run"]
     assert first.deadline_seconds is None, "the first container has the run's timeout"
@@ -281,7 +281,7 @@ async def test_annotation_decisions_count_only_from_a_vouched_writer_after_the_w
             call_id="c1", action="approve", arguments_sha256=C1.arguments_sha256, source="annotation",
             decided_by="alice", resource_version=str(version + 2)))
         await handle.execute_update(AgentRunWorkflow.decide_tool_call, decision(C2))
-        await handle.result()
+        await run_result(handle)
     reasons = [e.data["reason"] for e in cluster.events if e.topic == "agent.run.tool.refused"]
     assert reasons == ["UnverifiedWriter", "OlderThanWait"]
     (resume,) = resumes(cluster)
@@ -297,7 +297,7 @@ async def test_a_decision_straight_to_temporal_names_what_it_claims(env: Workflo
         await pending(handle)
         view = await handle.execute_update(AgentRunWorkflow.decide_tool_call, ToolDecision(
             call_id="c1", action="approve", arguments_sha256=C1.arguments_sha256, decided_by="ops"))
-        await handle.result()
+        await run_result(handle)
     assert (view.decided_by, view.source) == ("temporal:ops", "temporal")
 
 
@@ -320,7 +320,7 @@ async def test_approvals_inside_a_gate_retry_attempt(env: WorkflowEnvironment) -
         await wait_for_async(gate_pending, what="attempt 2's gate")
         await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(
             action="approve", decided_by="rev", source="api"))
-        result = await handle.result()
+        result = await run_result(handle)
     assert result == RunResult(phase="Succeeded", result="second")
     assert [j.ref.name for j in cluster.created if j.ref.component == "agent-run"] == ["r", "r-try2",
                                                                                       "r-try2-resume1"]
@@ -343,6 +343,6 @@ async def test_the_gate_shows_the_held_response_and_token_usage_while_it_waits(e
         assert written.token_usage is not None and written.token_usage.total_tokens == 8
         await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="r",
                                                                               source="api"))
-        await handle.result()
+        await run_result(handle)
     final = cluster.status()
     assert final["gate"].get("response") is None, "the final gate status carries no copy of the response"
