@@ -18,12 +18,36 @@ from .run import StatusUpdate
 from .slots import SlotLimit
 
 
+class ModelTokens(BaseModel):
+    """One model's calls and tokens, as the agent reported them (its result's `metrics.models`), and what the
+    control plane priced them at."""
+
+    model: str
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost_usd: str | None = None  # decimal USD; None: no known price
+
+
 class Metrics(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     tool_calls: int = 0
     duration_ms: int = 0
     cached_input_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
+    models: list[ModelTokens] = Field(default_factory=list)
+    # What these tokens cost (decimal USD), priced by the worker as the agent's outcome was read (models/pricing.py);
+    # None: not priced (a model without a known price, or an outcome read before prices existed).
+    cost_usd: str | None = None
+
+
+class Pricing(BaseModel):
+    """What the worker needs to price an agent's tokens: the run's provider, and its model for tokens the agent did
+    not attribute to one."""
+
+    provider: str = ""
+    model: str = ""
 
 
 class AgentOutcome(BaseModel):
@@ -196,6 +220,8 @@ class ObserveJob(BaseModel):
     signal: JobFinished | None = None
     timed_out: bool = False
     hook_names: list[str] = Field(default_factory=list)
+    # The agent's Job: how its tokens are priced (None: they are not, as for runs before prices existed).
+    pricing: Pricing | None = None
 
 
 class JobReport(BaseModel):

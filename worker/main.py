@@ -14,9 +14,11 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.events import EventActivities
 from activities.kube import KubeActivities
+from activities.pricing import PriceSource
 from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
 from activities.slots import SlotActivities
+from models import pricing
 from models.codec import EncryptionCodec
 from models.informer import Informer
 from models.kube import Kube
@@ -65,11 +67,14 @@ WORKFLOW_RUNNER = UnsandboxedWorkflowRunner()
 
 def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer | None = None) -> Worker:
     events = EventActivities(settings.nats.url or None, options=settings.nats.connect_options())
-    acts = KubeActivities(settings.kube.api_client(user_agent=user_agent("worker")), default_image=settings.agent_image,
+    api = settings.kube.api_client(user_agent=user_agent("worker"))
+    acts = KubeActivities(api, default_image=settings.agent_image,
                           fallback_poll_seconds=settings.fallback_poll_seconds, qps=settings.kube.qps,
                           burst=settings.kube.burst, events=events, informer=informer,
                           keep_log_bytes=settings.keep_log_bytes, agent_restarts=settings.agent_restarts,
                           tools_image=settings.tools_image or settings.agent_image)
+    # The price table's reads share the activities' client and rate limit.
+    acts.prices = PriceSource(acts.kube, settings.prices_config_map, ttl=settings.prices_ttl_seconds)
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
@@ -88,6 +93,8 @@ async def run(settings: WorkerSettings) -> None:
     health = Health("worker")
     probes = await health.serve(settings.health)
     client = await connect(settings)
+    # genai-prices loads its table at first use (about a second): now, beside the loop, not in the first run's step.
+    await asyncio.to_thread(pricing.warm)
     if settings.setup_search_attributes:
         added = await ensure_search_attributes(client, settings.temporal.namespace)
         if added:

@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         JobReport,
         JobStarted,
         ObserveJob,
+        Pricing,
         Published,
         Resolution,
         StartJob,
@@ -273,7 +274,7 @@ class AgentRunWorkflow:
         # 8. Finish: the phase follows the agent's outcome.
         if agent.cut_from:
             self._record.result_cut(agent)
-        # Token usage: summed over the attempts (one, unless a retry verdict sent the agent back).
+        # Token usage and its cost: summed over the attempts (one, unless a retry verdict sent the agent back).
         usage = self._attempts.usage(agent.metrics)
         if agent.status == "success":
             return await self._finish(Phase.SUCCEEDED, result=result, token_usage=usage, exit_code=0, gate=gate)
@@ -385,8 +386,13 @@ class AgentRunWorkflow:
 
     async def _observe(self, job: JobRef, signal: JobFinished | None, *, timed_out: bool = False) -> JobReport:
         what = "read the outcome of" if signal is not None or timed_out else "look at"
+        # The agent's tokens are priced as its outcome is read (models/pricing.py): by the run's provider, and its
+        # model for tokens the agent attributed to none.
+        pricing = (Pricing(provider=self._run.model.provider, model=self._run.model.model)
+                   if job.component == "agent-run" and self._run is not None else None)
         report: JobReport = await self._act(KubeActivities.observe_job, ObserveJob(
-            job=job, signal=signal, timed_out=timed_out), f"{what} Job {job.name}", local=self._observe_locally)
+            job=job, signal=signal, timed_out=timed_out, pricing=pricing), f"{what} Job {job.name}",
+            local=self._observe_locally)
         if report.state.pod_name and job.component == "agent-run" and (report.state.finished or timed_out):
             self._pod = report.state.pod_name
         return report
