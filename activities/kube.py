@@ -125,7 +125,8 @@ class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
                  qps: float = 50.0, burst: int = 100, events: EventActivities | None = None,
                  informer: Informer | None = None, keep_log_bytes: int = run_logs.DEFAULT_KEEP_LOG_BYTES,
-                 agent_restarts: int = 0, tools_image: str = "", prices: PriceSource | None = None) -> None:
+                 agent_restarts: int = 0, tools_image: str = "", prices: PriceSource | None = None,
+                 agent_otlp_endpoint: str = "") -> None:
         self.kube = Kube(api, qps=qps, burst=burst)
         # The worker's shared view of Jobs, pods, Agents and policies: looks are answered from it where it can.
         self.informer = informer
@@ -143,6 +144,8 @@ class KubeActivities:
         self._agent_accounts: dict[str, float] = {}  # namespace -> when its agent ServiceAccount was last ensured
         # What agents' tokens cost (activities/pricing.py): genai-prices, local providers, the prices ConfigMap.
         self.prices = prices or PriceSource(None)
+        # Where the agents of Agents whose observability names no endpoint export their spans ("" : nowhere).
+        self.agent_otlp_endpoint = agent_otlp_endpoint
         self.keep_log_bytes = keep_log_bytes  # of each container's log, kept at cleanup (0: none)
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
@@ -490,6 +493,7 @@ class KubeActivities:
                                   attempt=req.attempt, gate_verdict=req.gate_verdict)
         if annotations:
             body["metadata"].setdefault("annotations", {}).update(annotations)
+        body = mf.traced(body, req.traceparent)
         job = await self._create(self.batch.create_namespaced_job, run.ref.namespace, body,
                                  read=self.batch.read_namespaced_job, uid=run.ref.uid)
         ref = JobRef(namespace=run.ref.namespace, name=job.metadata.name, uid=job.metadata.uid,
@@ -763,8 +767,12 @@ class KubeActivities:
             # tools container's image never change in flight, whatever the worker's settings become.
             resolution.resolved.agent_restarts = self.agent_restarts
             resolution.resolved.tools_image = self.tools_image
+            obs = resolution.resolved.observability
+            if obs is not None and not obs.otlp_endpoint and self.agent_otlp_endpoint:
+                obs.otlp_endpoint = self.agent_otlp_endpoint
         status = AgentRunStatus(phase=Phase.PENDING, started_at=req.started_at, workflow_id=req.workflow_id,
-                                observed_generation=req.ref.generation, lifecycle_author=resolution.lifecycle_author)
+                                observed_generation=req.ref.generation, lifecycle_author=resolution.lifecycle_author,
+                                trace_id=req.trace_id or None)
         await self._write_status(req.ref, StatusUpdate(status=status), first=True)
         return resolution
 

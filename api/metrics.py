@@ -21,9 +21,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from models import telemetry
 from models.agentrun import TERMINAL_PHASES
 from models.evaluate import agent_name_of
 from models.names import lifecycle_subject
@@ -88,6 +89,23 @@ class _RunGauges(Collector):
             waiting.add_metric([ns], n)
         synced.add_metric([], 1 if self.watch.synced else 0)
         return [phases, waiting, synced]
+
+
+class _SpanCounters(Collector):
+    """The API process's own spans (models/telemetry.py): exported, and dropped (the collector unreachable, the queue
+    full)."""
+
+    def collect(self) -> Iterable[Metric]:
+        t = telemetry.current()
+        exported = CounterMetricFamily("agentrun_otel_spans_exported", "Spans this process exported to the OTLP "
+                                       "collector.", labels=["component"])
+        dropped = CounterMetricFamily("agentrun_otel_spans_dropped", "Spans this process could not export (the "
+                                      "collector unreachable or refusing, the queue full) and dropped.",
+                                      labels=["component"])
+        if t is not None:
+            exported.add_metric([t.component], t.exported)
+            dropped.add_metric([t.component], t.dropped)
+        return [exported, dropped]
 
 
 def run_usage(run: Obj) -> list[tuple[str, dict[str, int], float | None]]:
@@ -173,6 +191,7 @@ class ApiMetrics:
                                      "estimate (a model without a known price), by namespace and Agent.",
                                      ["namespace", "agent"], registry=r)
         r.register(_RunGauges(watch))
+        r.register(_SpanCounters())
         # What the API's code counts by key: verdicts by outcome, refusals by "<via> <rule>".
         self.verdicts_by_outcome = Counts(self._verdicts_taken)
         self.refusals = Counts(lambda key, n: self.refused.labels(*key.split(" ", 1)).inc(n))

@@ -325,3 +325,5 @@ class AgentRunStatus(K8sModel):
     # spec.lifecycle, else its Agent's author (models/authorship.py). Under a gatePolicy with approvers, its gate hook's
     # verdict counts only when that is someone other than its creator (api/authority.py).
     lifecycle_author: str | None = None
+    # New (SPEC §12): the run's W3C trace ID (32 hex): the trace of its control plane's steps and its agent's spans.
+    trace_id: str | None = Field(None, alias="traceID")

@@ -35,7 +35,12 @@ RESERVED_AGENT_ENV: dict[str, str] = {
     "AGENT_STATE_DIR": "the run's journal", "WORKSPACE_DIR": "the pod's layout", "SKILLS_DIR": "the pod's layout",
     "AGENT_CONTEXT_DIR": "the pod's layout", "AGENT_IPC_DIR": "the pod's layout",
 }
-RESERVED_AGENT_ENV_PREFIXES: dict[str, str] = {"MCP_AUTH_": "its Agent's mcpServers' authSecret"}
+RESERVED_AGENT_ENV["TRACEPARENT"] = "the run's trace"
+RESERVED_AGENT_ENV["AGENT_OTLP_SECRET_HEADERS"] = "its Agent's observability"
+# OTEL_*: the Agent's observability sets the agent's exporter; a run's env must not send its spans (and the Agent's
+# collector credentials with them) elsewhere, nor turn the capture of prompts on.
+RESERVED_AGENT_ENV_PREFIXES: dict[str, str] = {"MCP_AUTH_": "its Agent's mcpServers' authSecret",
+                                               "OTEL_": "its Agent's observability"}
 
 
 def reserved_env(key: str) -> str | None:

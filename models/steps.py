@@ -77,6 +77,9 @@ class StartRun(BaseModel):
     ref: RunRef
     resource_version: str | None = None
     finalizers: list[str] = Field(default_factory=list)
+    # The W3C traceparent of the trace the run belongs to (SPEC §12): where the bridge (or a schedule's tick)
+    # started it. The workflow's spans join it ("" for workflows started before traces, or by hand).
+    traceparent: str = ""
 
 
 class Resolution(BaseModel):
@@ -116,6 +119,9 @@ class JobRequest(BaseModel):
     task: str | None = None  # a retried attempt's task (the original, the rejected output, the feedback)
     restart: int = 0  # the agent started again after its pod was lost: its Job of this restart (names.job_name)
     deadline_seconds: int | None = None  # the agent Job's activeDeadlineSeconds when not the run's timeout
+    # The W3C traceparent of the workflow's span for this Job (the agent's attempt, the hooks): TRACEPARENT in
+    # every container of its pod ("" : none).
+    traceparent: str = ""
 
 
 class JobRef(BaseModel):
@@ -189,6 +195,7 @@ class BeginRun(BaseModel):
     started_at: str
     resource_version: str | None = None  # as the bridge saw the object (StartRun)
     finalizers: list[str] = Field(default_factory=list)
+    trace_id: str = ""  # the run's trace (status.traceID); "" : none
 
 
 class StartJob(BaseModel):

@@ -18,7 +18,8 @@ from activities.pricing import PriceSource
 from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
 from activities.slots import SlotActivities
-from models import pricing
+from agentrunner.otel import ExportConfigError
+from models import pricing, telemetry
 from models.codec import EncryptionCodec
 from models.informer import Informer
 from models.kube import Kube
@@ -52,7 +53,9 @@ def runtime(settings: WorkerSettings) -> Runtime | None:
 
 
 async def connect(settings: WorkerSettings) -> Client:
-    return await settings.temporal.connect(runtime=runtime(settings))
+    """The worker's client, traced (models/telemetry.py must be set up first): Temporal's OpenTelemetry interceptor
+    on it reaches the workflows and activities of every worker made with it."""
+    return await settings.temporal.connect(runtime=runtime(settings), traced=True)
 
 
 # The worker runs workflows outside the SDK's sandbox. The sandbox re-imported the workflows' modules into every
@@ -72,7 +75,8 @@ def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer
                           fallback_poll_seconds=settings.fallback_poll_seconds, qps=settings.kube.qps,
                           burst=settings.kube.burst, events=events, informer=informer,
                           keep_log_bytes=settings.keep_log_bytes, agent_restarts=settings.agent_restarts,
-                          tools_image=settings.tools_image or settings.agent_image)
+                          tools_image=settings.tools_image or settings.agent_image,
+                          agent_otlp_endpoint=settings.agent_otlp_endpoint)
     # The price table's reads share the activities' client and rate limit.
     acts.prices = PriceSource(acts.kube, settings.prices_config_map, ttl=settings.prices_ttl_seconds)
     return Worker(
@@ -91,6 +95,8 @@ def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer
 
 async def run(settings: WorkerSettings) -> None:
     health = Health("worker")
+    spans = telemetry.setup("worker")
+    health.counters.append(spans.counters)
     probes = await health.serve(settings.health)
     client = await connect(settings)
     # genai-prices loads its table at first use (about a second): now, beside the loop, not in the first run's step.
@@ -124,6 +130,7 @@ async def run(settings: WorkerSettings) -> None:
         informer.stop()
         if probes is not None:
             probes.close()
+        await asyncio.to_thread(spans.shutdown)
 
 
 def main() -> int:
@@ -131,7 +138,7 @@ def main() -> int:
     try:
         asyncio.run(run(WorkerSettings()))
     except (SearchAttributesRefused, SearchAttributeConflict, SettingsError, TemporalUnreachable,
-            ValidationError) as e:
+            ValidationError, ExportConfigError) as e:
         # An operator's task, not a crash: one clear message, no traceback.
         log.error("%s", e)
         print(f"agentrun worker: {e}", file=sys.stderr)

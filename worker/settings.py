@@ -51,6 +51,9 @@ class WorkerSettings(BaseSettings):
     # ConfigMap with Sympozium's `pricing.yaml` (empty: none); it is read at most every prices_ttl_seconds.
     prices_config_map: str = ""
     prices_ttl_seconds: float = Field(30.0, gt=0)
+    # Where the agents of Agents whose `observability` is enabled without an otlpEndpoint export their spans
+    # (empty: nowhere). The control plane's own exporter is the standard OTEL_EXPORTER_OTLP_* variables.
+    agent_otlp_endpoint: str = ""
     # Register the search attributes the workflows upsert at start-up (refused on Temporal Cloud: there they are
     # registered once with `agentrun temporal setup`'s instructions, and this is set to false).
     setup_search_attributes: bool = True

@@ -32,6 +32,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     from activities.kube import RUN_GONE, KubeActivities
+    from models import tracecontext
     from models.agentrun import AgentRunStatus, GateStatus, TokenUsage
     from models.gate import (
         GateView,
@@ -70,7 +71,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.timestamps import rfc3339
 
-    from . import policies
+    from . import policies, tracing
     from .attempts import Attempts
     from .awaiting import to_the_end, wait_until
     from .gate import Gate, gate_hook_failed
@@ -130,6 +131,7 @@ class AgentRunWorkflow:
         self._final: StatusChange | None = None  # the final status, for the cleanup step to write first
         self._observe_locally = False  # LOCAL_OBSERVE_PATCH
         self._nonces: set[str] = set()  # of the signed verdicts taken as ours: each is good once
+        self._trace_id = ""  # the run's W3C trace ID (status.traceID; "" : not traced)
 
     # -- handlers (the same names as version 1, so the bridge, API and CLI speak to both) -----------------
 
@@ -190,6 +192,19 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, start: StartRun) -> RunResult:
+        """The run, in its span (workflows/tracing.py): the trace the bridge or a schedule's tick started for it."""
+        ref = start.ref
+        with tracing.run_span(f"AgentRun {ref.namespace}/{ref.name}", traceparent=start.traceparent,
+                              attributes={"agentrun.run": ref.name, "k8s.namespace.name": ref.namespace,
+                                          "temporal.workflow.id": workflow.info().workflow_id}) as span:
+            self._trace_id = tracecontext.trace_id_of(tracing.traceparent_of(span) or start.traceparent)
+            outcome = await self._steps(start)
+            span.set_attribute("agentrun.phase", str(outcome.phase))
+            if outcome.error:
+                span.set_attribute("agentrun.error", outcome.error[:500])
+            return outcome
+
+    async def _steps(self, start: StartRun) -> RunResult:
         self._gate.strict = workflow.patched(GATE_PATCH)
         self._observe_locally = workflow.patched(LOCAL_OBSERVE_PATCH)
         self._record.ref = start.ref
@@ -230,8 +245,9 @@ class AgentRunWorkflow:
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
                 self._state.step = "waiting for a slot"
-                await self._slots.wait(start.ref, run.agent, res.slots, check_seconds=self._watch.fallback,
-                                       on_queue=self._queued)
+                with tracing.span("waiting for a slot"):
+                    await self._slots.wait(start.ref, run.agent, res.slots, check_seconds=self._watch.fallback,
+                                           on_queue=self._queued)
             return await self._lifecycle(run)
         except ActivityError as e:
             if is_cancelled_exception(e):
@@ -288,7 +304,7 @@ class AgentRunWorkflow:
         try:
             res = await self._act(KubeActivities.begin_run, BeginRun(
                 ref=start.ref, workflow_id=wid, started_at=rfc3339(workflow.now()),
-                resource_version=start.resource_version, finalizers=start.finalizers),
+                resource_version=start.resource_version, finalizers=start.finalizers, trace_id=self._trace_id),
                 "resolve the spec against its Agent; Pending")
         except ActivityError as e:
             if isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE:
@@ -309,10 +325,13 @@ class AgentRunWorkflow:
         at `until`); `after_gate` = (label, final result): the other postRun hooks once the gate is resolved."""
         hooks = run.hooks_of(component, gate_only=gate is not None and self._gate.strict)
         phase = Phase.POST_RUNNING if component == "post-run" else None
-        job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
-                                    after_gate=after_gate, attempt=self._attempt if gate is not None else 1)
-        report = await self._watch.wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
-                                        hooks=hooks, stop_when=stop_when, until=until)
+        what = f"gate hook {hooks[0].name}" if gate is not None and self._gate.strict and hooks else f"{component} hooks"
+        with tracing.span(f"attempt {self._attempt}: {what}" if self._naming else what,
+                          {"agentrun.hooks": ",".join(h.name for h in hooks)}):
+            job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
+                                        after_gate=after_gate, attempt=self._attempt if gate is not None else 1)
+            report = await self._watch.wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
+                                            hooks=hooks, stop_when=stop_when, until=until)
         return hooks_outcome(job, report, hooks, gate_timeout_seconds=run.gate_timeout_seconds)
 
     async def _agent(self, run: ResolvedRun, *, prepare: bool, task: str | None = None) -> AgentOutcome:
@@ -322,12 +341,18 @@ class AgentRunWorkflow:
         started = workflow.now()
         restart, deadline = 0, run.timeout_seconds
         while True:
-            job = await self._start_job(run, "agent-run", prepare=prepare and not restart,
-                                        phase=None if restart else Phase.RUNNING, attempt=self._attempt, task=task,
-                                        restart=restart, deadline_seconds=deadline if restart else None)
-            report = await self._watch.wait(job, deadline=timedelta(seconds=deadline) + policies.AGENT_DEADLINE_GRACE)
-            if report.state.reason == "DeadlineExceeded":
-                await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
+            # The agent's pod runs in this span: its TRACEPARENT, so the agent's own spans are its children.
+            name = "agent" + (f" (attempt {self._attempt})" if self._attempt > 1 else "") + (
+                f" (restart {restart})" if restart else "")
+            with tracing.span(name, {"agentrun.attempt": self._attempt, "agentrun.restart": restart}):
+                job = await self._start_job(run, "agent-run", prepare=prepare and not restart,
+                                            phase=None if restart else Phase.RUNNING, attempt=self._attempt,
+                                            task=task, restart=restart,
+                                            deadline_seconds=deadline if restart else None)
+                report = await self._watch.wait(job, deadline=timedelta(seconds=deadline)
+                                                + policies.AGENT_DEADLINE_GRACE)
+                if report.state.reason == "DeadlineExceeded":
+                    await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
             agent = report.agent
             assert agent is not None
             if not agent.lost:
@@ -363,7 +388,7 @@ class AgentRunWorkflow:
         gate_only = gate is not None and self._gate.strict
         req = job_request(run, component, workflow_id=workflow.info().workflow_id, attempt=attempt, task=task,
                           agent=agent, gate_only=gate_only, after_gate=after_gate, restart=restart,
-                          deadline_seconds=deadline_seconds)
+                          deadline_seconds=deadline_seconds, traceparent=tracing.current_traceparent())
         status = job_status(phase, job_name(run.ref.name, component, attempt, restart),
                             conditions=self._record.conditions,
                             gate=self._gate.status(), attempt=attempt, attempts=self._attempts.kept(),
@@ -459,7 +484,8 @@ class AgentRunWorkflow:
         if self._gate.verdict is None and not gate_failed:
             self._state.step = "waiting for a gate verdict"
             remaining = (gate_end - workflow.now()).total_seconds()
-            await wait_until(lambda: self._gate.verdict is not None, seconds=max(remaining, 0.001))
+            with tracing.span("waiting for a gate verdict"):
+                await wait_until(lambda: self._gate.verdict is not None, seconds=max(remaining, 0.001))
         chance, why = self._attempts.chance(run.retry, self._attempt) if retry else ("off", "")
         label, final, reason = self._gate.close(run, agent, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
                                                 retry=chance, exhausted_why=why)
@@ -549,6 +575,7 @@ class AgentRunWorkflow:
         if self._naming:
             summary = f"attempt {self._attempt}: {summary}"
         self._step = summary
-        result = await policies.step(fn, arg, summary, long=long, local=local)
+        with tracing.span(summary, {"agentrun.step": getattr(fn, "__name__", "")}):
+            result = await policies.step(fn, arg, summary, long=long, local=local)
         self._step = ""
         return result

@@ -20,11 +20,12 @@ with workflow.unsafe.imports_passed_through():
 
 def job_request(run: ResolvedRun, component: Component, *, workflow_id: str, attempt: int, task: str | None,
                 agent: AgentOutcome | None, gate_only: bool, after_gate: tuple[str, str] | None, restart: int = 0,
-                deadline_seconds: int | None = None) -> JobRequest:
+                deadline_seconds: int | None = None, traceparent: str = "") -> JobRequest:
     """The Job a step starts. `agent`: the agent's outcome, for postRun hooks; `gate_only`: the gate hook alone;
     `after_gate` = (label, final result): the other postRun hooks, once the gate is resolved; `restart`: the agent
-    started again after its pod was lost, within `deadline_seconds`."""
-    req = JobRequest(run=run, component=component, workflow_id=workflow_id, attempt=attempt, task=task)
+    started again after its pod was lost, within `deadline_seconds`; `traceparent`: its pod's TRACEPARENT."""
+    req = JobRequest(run=run, component=component, workflow_id=workflow_id, attempt=attempt, task=task,
+                     traceparent=traceparent)
     if restart:
         req.restart, req.deadline_seconds = restart, deadline_seconds
     if agent is not None:
