@@ -58,7 +58,7 @@ def _hook(name: str, url: str, ca_pem: str, operations: list[str], failure_polic
 
 def configurations(base_url: str, ca_pem: str, *, name: str = WEBHOOK_CONFIGURATION,
                    namespace_selector: dict[str, Any] | None = None,
-                   failure_policy: str = "Ignore", verdict_failure_policy: str = "Fail") -> list[dict[str, Any]]:
+                   failure_policy: str = "Fail", verdict_failure_policy: str = "Fail") -> list[dict[str, Any]]:
     """The ValidatingWebhookConfiguration and the MutatingWebhookConfiguration for the API at `base_url` (HTTPS,
     its certificate signed by `ca_pem`), with the chart's failure policies by default; and the configurations of the
     kinds whose writers hand runs something (`<name>-agents`: Agents' lifecycle RBAC and Secrets, packs' and

@@ -34,6 +34,9 @@ RESERVED_AGENT_ENV: dict[str, str] = {
     "EXEC_DIR": "the pod's executor", "EXEC_TARGETS": "the pod's executor", "EXEC_DEFAULT_TARGET": "the pod's executor",
     "AGENT_STATE_DIR": "the run's journal", "WORKSPACE_DIR": "the pod's layout", "SKILLS_DIR": "the pod's layout",
     "AGENT_CONTEXT_DIR": "the pod's layout", "AGENT_IPC_DIR": "the pod's layout",
+    # A long task or system prompt is read from the run's input Secret: env naming another file would replace it
+    # with whatever that file holds (one a preRun hook wrote, or one of the agent container's own).
+    "TASK_FILE": "the run's input", "SYSTEM_PROMPT_FILE": "the run's input",
 }
 RESERVED_AGENT_ENV["TRACEPARENT"] = "the run's trace"
 RESERVED_AGENT_ENV["AGENT_OTLP_SECRET_HEADERS"] = "its Agent's observability"

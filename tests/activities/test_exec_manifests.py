@@ -190,7 +190,8 @@ def test_the_policys_tool_rules_reach_the_agent_and_are_decided_as_the_agent_dec
 
 
 @pytest.mark.parametrize("key", ["AGENT_TOOL_POLICY", "EXEC_TARGETS", "MCP_AUTH_DOCS", "WORKSPACE_DIR",
-                                 "AGENT_SIDECAR_TOOLS", "AGENT_STATE_DIR", "MODEL_BASE_URL"])
+                                 "AGENT_SIDECAR_TOOLS", "AGENT_STATE_DIR", "MODEL_BASE_URL", "TASK_FILE",
+                                 "SYSTEM_PROMPT_FILE"])
 def test_env_may_not_replace_what_agentrun_sets_for_the_agent(key: str) -> None:
     with pytest.raises(PolicyViolation, match=rf"^spec\.env\.{key}: {key} is set for the agent by agentrun \("):
         resolved(env={key: "x"})

@@ -363,12 +363,12 @@ def test_both_webhooks_are_registered_with_the_certificate_and_the_settings_that
     secret = next(s for s in of(docs, "Secret") if s["metadata"]["name"] == "agentrun-webhook-tls")
     validating = of(docs, "ValidatingWebhookConfiguration")[0]["webhooks"]
     assert [(h["name"], h["sideEffects"], h["failurePolicy"]) for h in validating] == [
-        ("agentruns.policy.agentrun.dev", "NoneOnDryRun", "Ignore")]  # refusals write Events, never on a dry run
+        ("agentruns.policy.agentrun.dev", "NoneOnDryRun", "Fail")]  # refusals write Events, never on a dry run
     mutating = of(docs, "MutatingWebhookConfiguration")
     assert [m["metadata"]["name"] for m in mutating] == ["agentrun-agentruns", "agentrun-agentruns-authors"]
     hooks = mutating[0]["webhooks"]
     assert [(h["name"], h["rules"][0]["operations"], h["failurePolicy"]) for h in hooks] == [
-        ("created-by.agentrun.dev", ["CREATE"], "Ignore"), ("verdicts.agentrun.dev", ["UPDATE"], "Fail")]
+        ("created-by.agentrun.dev", ["CREATE"], "Fail"), ("verdicts.agentrun.dev", ["UPDATE"], "Fail")]
     for h in hooks:
         assert h["clientConfig"]["service"] == {"name": "agentrun-api", "namespace": NS, "port": 443,
                                                 "path": "/admission/agentruns/mutate"}
@@ -384,12 +384,14 @@ def test_both_webhooks_are_registered_with_the_certificate_and_the_settings_that
     # The author stamp on what hands runs something, under webhook.failurePolicy.
     (authors,) = mutating[1]["webhooks"]
     assert (authors["name"], authors["failurePolicy"], authors["clientConfig"]["service"]["path"]) == (
-        "authors.agentrun.dev", "Ignore", "/admission/authors/mutate")
+        "authors.agentrun.dev", "Fail", "/admission/authors/mutate")
     assert authors["rules"][0]["resources"] == ["agents", "sympoziuminstances", "skillpacks", "sympoziumschedules",
                                                 "ensembles", "personapacks"]
     assert authors["rules"][0]["operations"] == ["CREATE", "UPDATE"]
-    strict = rendered(chart, {"webhook": {"failurePolicy": "Fail"}})
-    assert of(strict, "MutatingWebhookConfiguration")[1]["webhooks"][0]["failurePolicy"] == "Fail"
+    # Fail closed by default (the checks above hold only at admission); Ignore when availability matters more.
+    lenient = rendered(chart, {"webhook": {"failurePolicy": "Ignore"}})
+    assert of(lenient, "MutatingWebhookConfiguration")[1]["webhooks"][0]["failurePolicy"] == "Ignore"
+    assert of(lenient, "ValidatingWebhookConfiguration")[0]["webhooks"][0]["failurePolicy"] == "Ignore"
     relaxed = rendered(chart, {"webhook": {"verdictFailurePolicy": "Ignore"}})
     assert of(relaxed, "MutatingWebhookConfiguration")[0]["webhooks"][1]["failurePolicy"] == "Ignore"
 
@@ -461,7 +463,7 @@ def test_the_agents_webhook_is_registered_for_agent_kinds_beside_the_runs_webhoo
                   if c["metadata"]["name"] == "agentrun-agentruns-agents")
     secret = next(s for s in of(docs, "Secret") if s["metadata"]["name"] == "agentrun-webhook-tls")
     hook, packs, schedules, warnings = config["webhooks"]
-    assert hook["name"] == "agents.escalation.agentrun.dev" and hook["failurePolicy"] == "Ignore"
+    assert hook["name"] == "agents.escalation.agentrun.dev" and hook["failurePolicy"] == "Fail"
     assert hook["clientConfig"]["service"] == {"name": "agentrun-api", "namespace": NS, "port": 443,
                                               "path": "/admission/agents"}
     assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
@@ -477,6 +479,6 @@ def test_the_agents_webhook_is_registered_for_agent_kinds_beside_the_runs_webhoo
     # Between them, the grants of packs and schedules checked against their author, under webhook.failurePolicy.
     for checked, path, resources in ((packs, "/admission/packs", ["skillpacks", "ensembles", "personapacks"]),
                                      (schedules, "/admission/schedules", ["sympoziumschedules"])):
-        assert checked["failurePolicy"] == "Ignore" and checked["clientConfig"]["service"]["path"] == path
+        assert checked["failurePolicy"] == "Fail" and checked["clientConfig"]["service"]["path"] == path
         assert checked["rules"][0]["resources"] == resources
         assert checked["namespaceSelector"] == hook["namespaceSelector"]

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 from kubernetes import client
 
+from cli import webhooks
+from cli.stack import free_port
+from localkube.certs import ensure_tls
 from tests.conftest import Kubectl
 from tests.e2e.conftest import QUIET_CRON, Stack, agent, agent_run
 from tests.e2e.test_gate import RBAC, annotate, gate_hook
@@ -265,3 +269,29 @@ def test_under_approvers_a_creators_own_gate_hook_cannot_approve_their_run(
         "approved", f"system:serviceaccount:{ns}:sympozium-lifecycle-inherited"), st
     assert st["lifecycleAuthor"] == "admin"
     assert refusal_events(stack, ns, "inherited") == []
+
+
+def test_while_the_webhook_cannot_be_reached_nothing_is_admitted_unchecked(stack: Stack, namespace: str,
+                                                                            kubectl: Kubectl, tmp_path: Path) -> None:
+    """The checks above exist only at admission (who wrote a run, what they may read), so the webhooks fail closed by
+    default: registered as `agentrun up` and the chart register them, but with the API unreachable (a closed port),
+    a run that names a Secret, an Agent and a schedule are all refused, and nothing is stored. Under Ignore (the
+    earlier default) the run was stored and its hook could read the Secret."""
+    ca_pem = ensure_tls(tmp_path / "tls").ca_pem
+    configs = webhooks.configurations(f"https://127.0.0.1:{free_port()}", ca_pem,
+                                      namespace_selector={"matchLabels": {"kubernetes.io/metadata.name": namespace}})
+    webhooks.register(stack.api, configs)
+    try:
+        secret(stack, namespace, "db")
+        mallory = user(stack, namespace, "mallory", WRITER)
+        leak = agent_run("leak", lifecycle={"postRun": [{"name": "h", "image": "busybox:1.36",
+                                                         "env": [secret_env("db")]}]})
+        for body in (leak, agent("mine"), {"apiVersion": f"{G}/{V}", "kind": "SympoziumSchedule",
+                                           "metadata": {"name": "nightly"},
+                                           "spec": {"agentRef": "mine", "schedule": QUIET_CRON, "task": "t"}}):
+            out = as_user(kubectl, mallory, "create", namespace, body)
+            assert out.returncode == 1, out.stdout
+            assert "failed calling webhook" in out.stderr, out.stderr
+        assert stack.get_run(namespace, "leak") is None
+    finally:
+        webhooks.unregister(stack.api, configs)

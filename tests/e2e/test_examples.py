@@ -20,7 +20,8 @@ from tests.waiting import wait_for
 from workflows.agent_run import AgentRunWorkflow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-PLURALS = {"Agent": "agents", "AgentRun": "agentruns", "SympoziumSchedule": "sympoziumschedules"}
+PLURALS = {"Agent": "agents", "AgentRun": "agentruns", "SympoziumSchedule": "sympoziumschedules",
+           "SkillPack": "skillpacks"}
 
 
 def apply(stack: Stack, ns: str, *names: str) -> None:
@@ -152,3 +153,16 @@ def test_the_restrictive_example_refuses_a_run_without_a_sandbox_and_admits_one_
     assert refused["phase"] == "Failed" and refused["error"].startswith("spec.sandbox.enabled:")
     assert 'policy "restrictive"' in refused["error"] and "sandboxPolicy.required" in refused["error"]
     assert status(stack, namespace, "sandboxed")["phase"] == "Succeeded"
+
+
+def test_the_offline_k8s_ops_example_counts_the_nodes_through_its_sidecar(stack: Stack, namespace: str) -> None:
+    """The first hour's agent that acts, without a model: the echo model's scripted calls run in the k8s-ops sidecar
+    with the run's own cluster RBAC, and the answer carries what kubectl said."""
+    apply(stack, namespace, "k8s-ops-offline.yaml")
+    nodes: Any = client.CoreV1Api(stack.api).list_node().items
+    st = status(stack, namespace, "nodes-offline")
+    assert st["phase"] == "Succeeded", st
+    assert f"tool execute_command (ok): {len(nodes)}" in st["result"], st["result"]
+    listed = "\n".join(f"node/{n.metadata.name}" for n in nodes)
+    assert f"tool k8s_get_nodes (ok): {listed}" in st["result"], st["result"]
+    assert st["tokenUsage"]["toolCalls"] == 2

@@ -390,7 +390,9 @@ async def test_backfill_creates_exactly_the_runs_of_the_range(stack: Stack, name
 async def test_ticks_missed_beyond_the_catchup_window_are_dropped(stack: Stack, namespace: str,
                                                                   temporal_client: Client) -> None:
     stack.create(namespace, "agents", agent())
-    stack.create(namespace, PLURAL, schedule("late", QUIET_CRON, concurrencyPolicy="Allow", catchupWindow="8s",
+    # The window leaves the worker 20s to come back (its start takes seconds on a loaded machine: a tick triggered
+    # while it was down must still be inside the window then), and the downtime is longer than the window.
+    stack.create(namespace, PLURAL, schedule("late", QUIET_CRON, concurrencyPolicy="Allow", catchupWindow="20s",
                                              firstTick="afterInterval"))
     wait_status(stack, namespace, "late", "Active", lambda s: s.get("phase") == "Active")
     handle = handle_of(temporal_client, stack, namespace, "late")
@@ -398,8 +400,8 @@ async def test_ticks_missed_beyond_the_catchup_window_are_dropped(stack: Stack, 
     stack.worker.kill()
     try:
         await handle.trigger()  # tick A: started by Temporal now, picked up by no worker
-        await asyncio.sleep(10)  # the downtime under test: longer than the 8s window
-        await handle.trigger()  # tick B: within the window when the worker is back (it starts in < 8s)
+        await asyncio.sleep(22)  # the downtime under test: longer than the 20s window
+        await handle.trigger()  # tick B: within the window when the worker is back (it starts in < 20s)
     finally:
         stack.worker.start()
         stack.bridge.start()

@@ -40,6 +40,12 @@ IMAGES: dict[str, tuple[frozenset[str], str]] = {
     # binary in /usr/local/bin (entrypoint kubectl; a hook's command replaces it). Tags are kubectl's version.
     "docker.io/alpine/kubectl:1.34.2": (BUSYBOX | {"kubectl", "curl"},
                                         "alpine-docker/multi-arch-docker-images kubectl/Dockerfile"),
+    # alpine-docker/k8s, Dockerfile: `FROM alpine`, `apk add curl ca-certificates bash git jq yq gettext python3`,
+    # helm, kubectl, kustomize, eksctl, awscli, aws-iam-authenticator, kubeseal in /usr/bin. Tags are kubectl's
+    # version. (The k8s-ops SkillPack's sidecar: `sleep infinity` under the executor, kubectl for the model.)
+    "docker.io/alpine/k8s:1.31.3": (BUSYBOX | {"kubectl", "curl", "bash", "git", "jq", "yq", "envsubst", "helm",
+                                               "kustomize", "python3", "aws", "eksctl", "kubeseal"},
+                                    "alpine-docker/k8s Dockerfile"),
 }
 # Shell builtins of BusyBox ash and of dash (what `sh` is in these images): never looked up as binaries.
 BUILTINS = frozenset({
