@@ -38,6 +38,7 @@ from agentrunner.providers.base import (
 )
 from agentrunner.result import Metrics, RunResult
 from agentrunner.tools import MAX_RESULT_CHARS, Tool, ToolError
+from agentrunner.tracing import NoSpans
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,12 @@ def cut(text: str, limit: int = MAX_RESULT_CHARS) -> str:
 class Loop:
     def __init__(self, *, model: Model, tools: list[Tool], policy: ToolPolicy, hooks: HookRegistry,
                  journal: Journal, conversation: Conversation, max_rounds: int, run_timeout: float,
-                 run_timeout_text: str) -> None:
+                 run_timeout_text: str, spans: NoSpans | None = None, provider: str = "",
+                 model_name: str = "") -> None:
         self.model = model
+        # The run's GenAI spans (agentrunner/tracing.py; NoSpans: tracing off), and what its chat spans name.
+        self.spans = spans or NoSpans()
+        self.provider, self.model_name = provider, model_name
         self.policy = policy
         self.hooks = hooks
         self.journal = journal
@@ -187,7 +192,9 @@ class Loop:
             conv.steps.append(turn)
             return turn
         t0 = time.monotonic()
-        turn = await self.model.respond(conv, self.state.offered)
+        with self.spans.chat(self.provider, self.model_name) as span:
+            turn = await self.model.respond(conv, self.state.offered)
+            self.spans.chat_done(span, turn)
         self._model_seconds = time.monotonic() - t0
         self.record({"k": "model", "round": n, "text": turn.text,
                      "calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls],
@@ -196,6 +203,12 @@ class Loop:
         return turn
 
     async def _act(self, call: ToolCall) -> ToolResult:
+        with self.spans.tool(call) as span:
+            result = await self._act_on(call)
+            self.spans.tool_done(span, result)
+            return result
+
+    async def _act_on(self, call: ToolCall) -> ToolResult:
         self._tool_seconds = 0.0
         key = call_key(self.state.round, call.id)
         recorded = self.replay.results.get(key)

@@ -229,14 +229,28 @@ class CountingProcessor:
         """The SDK calls this on every processor (its SpanProcessor's own does nothing): neither do we."""
 
 
+def traces_url(env: Mapping[str, str]) -> str:
+    """The URL spans are sent to over OTLP/HTTP: the traces endpoint as given, else the general one with
+    `/v1/traces` appended (as the specification says)."""
+    own = (env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "").strip()
+    if own:
+        return own
+    return endpoint_of(env).rstrip("/") + "/v1/traces"
+
+
 def _exporter(env: Mapping[str, str], protocol: str, timeout: float, headers: Mapping[str, str] | None) -> Any:
+    """The protocol's exporter, every setting passed from `env` (the agent's may be a mapping of its own, not the
+    process's environment, which the SDK's exporters would read)."""
+    hdrs = dict(headers) if headers else parse_headers(env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+                                                       or env.get("OTEL_EXPORTER_OTLP_HEADERS") or "") or None
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-        return GrpcExporter(timeout=timeout, headers=dict(headers) if headers else None)
+        endpoint = endpoint_of(env)
+        return GrpcExporter(endpoint=endpoint, insecure=endpoint.startswith("http://"), timeout=timeout, headers=hdrs)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
-    return HttpExporter(timeout=timeout, headers=dict(headers) if headers else None)
+    return HttpExporter(endpoint=traces_url(env), timeout=timeout, headers=hdrs)
 
 
 @dataclass
