@@ -3,7 +3,7 @@
 The agent reports tokens per model (its result's `metrics.models`); the worker prices them when it reads the
 agent's outcome, with, in this order:
 
-1. the price table of the platform team's ConfigMap (Sympozium's shape, `pricing.yaml`: `version: 1`, `entries`
+1. the price table of the platform team's ConfigMap (after Sympozium's, PR #291, `pricing.yaml`: `version: 1`, `entries`
    of `{provider, match, inputPerMTokMicro, outputPerMTokMicro}`, integer micro-USD per million tokens, the longest
    `match` prefix of the model name winning, a later entry winning a tie), plus `cachedInputPerMTokMicro` (ours:
    cached input tokens; the input rate when absent) and `provider: "*"` (ours: any provider);

@@ -119,6 +119,8 @@ def test_the_control_planes_and_the_agents_spans_share_the_runs_trace(trace_stac
     run = trace_stack.finished(name)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     trace_id = run["status"]["traceID"]
+    # Priced by the worker from the agent's tokens: echo is a local model, so 0 (never absent for a priced run).
+    assert run["status"]["tokenUsage"]["estimatedCostUSD"] == "0" and run["status"]["tokenUsage"]["totalTokens"] > 0
     assert trace_id == "0af7651916cd43dd8448eb211c80319c", "the API continued its caller's trace"
     services = {"agentrun-api", "agentrun-bridge", "agentrun-worker", "traced-agent"}
 
