@@ -9,6 +9,7 @@ into a retryable or non-retryable `ApplicationError` in one place (activities/er
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from models import run_logs
 from models.agentrun import AgentRunStatus, DelegateStatus
+from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION
 from models.base import FieldProblem, PolicyViolation
 from models.evaluate import Reader, RunLister, evaluate_run, lifecycle_author
 from models.events import RunEvent
@@ -65,6 +67,8 @@ from models.steps import (
     JobStarted,
     JobState,
     ObserveJob,
+    ParkAgent,
+    Parked,
     Pricing,
     Published,
     Resolution,
@@ -91,6 +95,10 @@ ENDED = ("Succeeded", "Failed")
 # lists pods (the view is normally milliseconds behind; a broken watch costs this once per step).
 POD_END_WAIT_SECONDS = 2.0
 AGENT_ACCOUNT_RECHECK_SECONDS = 60.0
+# A parked run's pods (SPEC §10: none may exist while it waits) are looked for this often, for at most this long in
+# one try of the step (within its KUBE_CALL); still there, the step fails and is retried with backoff.
+PODS_GONE_POLL_SECONDS = 0.25
+PODS_GONE_WAIT_SECONDS = 20.0
 
 
 def _state_of(job: JobRef, obj: Any) -> JobState:
@@ -486,7 +494,8 @@ class KubeActivities:
             await self._ensure_skill_rbac(run)
             await self._ensure_input(run, req.attempt)
             body = mf.agent_job(run, workflow_id=req.workflow_id, attempt=req.attempt, task=req.task,
-                                restart=req.restart, deadline_seconds=req.deadline_seconds)
+                                restart=req.restart, deadline_seconds=req.deadline_seconds, resumed=req.resumed,
+                                resume=req.resume)
         else:
             body = mf.postrun_job(run, workflow_id=req.workflow_id, agent_exit_code=req.agent_exit_code,
                                   agent_result=req.agent_result, component=req.component, gate_only=req.gate_only,
@@ -500,15 +509,17 @@ class KubeActivities:
                      component=req.component, labelled=LABEL_RUN_UID in (job.metadata.labels or {}))
         return ref, job
 
-    async def _clear_verdict(self, ref: RunRef) -> str:
+    async def _clear_verdict(self, ref: RunRef, keys: tuple[str, str] = (VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION),
+                             what: str = "gate-verdict") -> str:
         """Remove a verdict annotation written before the gate (and its writer's stamp): the run's new version.
+        (`keys`, `what`: the tool-verdict annotation of a parked agent's calls, SPEC §10.)
 
         No uid test is needed: the run's finalizer keeps this object (this uid) until the run is cleaned up."""
-        patch = {"metadata": {"annotations": {VERDICT_ANNOTATION: None, VERDICT_BY_ANNOTATION: None}}}
+        patch = {"metadata": {"annotations": dict.fromkeys(keys)}}
         try:
             obj = await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace,
                                    AGENTRUNS, ref.name, patch, _content_type="application/merge-patch+json",
-                                   action=f"clear the gate-verdict annotation of AgentRun {ref.name}")
+                                   action=f"clear the {what} annotation of AgentRun {ref.name}")
         except NotFound as e:
             raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} no longer exists", type=RUN_GONE,
                                    non_retryable=True) from e
@@ -821,6 +832,42 @@ class KubeActivities:
 
     @activity.defn
     @kube_activity
+    async def park_agent(self, req: ParkAgent) -> Parked:
+        """The agent parked until people decide (SPEC §10): its Jobs' logs kept and the Jobs deleted, and this step
+        returns only once no pod of the run is left (the agent's, its sidecars', the tools container's, a hook's);
+        then a tool-verdict annotation written before the wait is cleared (the run's version after that tells a
+        decision by annotation from an older one), and the status that shows the waiting calls is written: nobody
+        can see them as waiting while a pod of the run still exists."""
+        ref = req.ref
+        try:
+            await self._keep_logs(ref, req.jobs)
+        except Exception:  # a log is never worth a step that fails and retries
+            activity.logger.exception("the logs of AgentRun %s/%s are not kept", ref.namespace, ref.name)
+        for job in req.jobs:
+            await self._delete(self.batch.delete_namespaced_job, job.name, ref.namespace, propagation="Foreground",
+                               uid=job.uid)
+        await self._pods_gone(ref)
+        version = await self._clear_verdict(ref, (TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION), "tool-verdict")
+        await self._write_status(ref, req.status)
+        return Parked(run_version=version, unpublished=await self._publish(req.events))
+
+    async def _pods_gone(self, ref: RunRef) -> None:
+        """Until no pod labelled with the run is left (ended ones too: a pod object is a pod), at most
+        PODS_GONE_WAIT_SECONDS; then a retryable failure that names them."""
+        deadline = time.monotonic() + PODS_GONE_WAIT_SECONDS
+        while True:
+            pods = await self._call(self.core.list_namespaced_pod, ref.namespace, label_selector=f"{LABEL_RUN}={ref.name}",
+                                    action=f"list the pods of AgentRun {ref.name}")
+            left = sorted(p.metadata.name for p in pods.items)
+            if not left:
+                return
+            if time.monotonic() >= deadline:
+                raise ApplicationError(f"pods of AgentRun {ref.namespace}/{ref.name} are still going: "
+                                       f"{', '.join(left)}", type="PodsStillThere")
+            await asyncio.sleep(PODS_GONE_POLL_SECONDS)
+
+    @activity.defn
+    @kube_activity
     async def update_status(self, req: StatusChange) -> Published:
         await self._write_status(req.ref, req.update, first=req.first)
         return Published(unpublished=await self._publish(req.events))
@@ -994,7 +1041,7 @@ class KubeActivities:
         return [self.resolve_run, self.write_status, self.ensure_lifecycle_rbac, self.ensure_workspace,
                 self.create_job, self.check_job, self.read_hook_outcome, self.read_agent_result,
                 self.delete_job, self.cleanup, self.release_run,
-                self.begin_run, self.start_job, self.observe_job, self.update_status, self.clean_up]
+                self.begin_run, self.start_job, self.observe_job, self.update_status, self.park_agent, self.clean_up]
 
 
 __all__ = ["AgentRunStatus", "KubeActivities"]

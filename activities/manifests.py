@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from activities import exec_manifests as xm
 from activities import skill_manifests as skm
+from agentrunner.approvals import TOOL_APPROVAL
 from agentrunner.executor import TARGET_SANDBOX
 from models import names
 from models.bounds import ENV_TEXT_MAX_BYTES, utf8_len
@@ -193,8 +194,8 @@ def _hook_container(hook: ResolvedHook, component: Component, env: list[Manifest
 
 
 def _job(run: ResolvedRun, component: Component, *, workflow_id: str, pod_spec: Manifest,
-         deadline_seconds: int, attempt: int = 1, restart: int = 0) -> Manifest:
-    name = names.job_name(run.ref.name, component, attempt, restart)
+         deadline_seconds: int, attempt: int = 1, restart: int = 0, resumed: int = 0) -> Manifest:
+    name = names.job_name(run.ref.name, component, attempt, restart, resumed)
     if run.image_pull_secrets:  # every pod of the run: hooks' images may be as private as the agent's
         pod_spec = {**pod_spec, "imagePullSecrets": [{"name": n} for n in run.image_pull_secrets]}
     spec: Manifest = {
@@ -333,11 +334,13 @@ def state_dir(attempt: int) -> str:
 
 
 def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str | None = None, restart: int = 0,
-              deadline_seconds: int | None = None) -> Manifest:
+              deadline_seconds: int | None = None, resumed: int = 0, resume: str | None = None) -> Manifest:
     """The agent's Job; a retried attempt has its own name and the task that carries the reviewer's feedback (cut
     to fit an env var, models/gate.py); a long task or system prompt is read from the run's input Secret. A
     restart (the agent's pod was lost) has its own name too, the same environment and journal, and what is left
-    of the run's time (`deadline_seconds`).
+    of the run's time (`deadline_seconds`); so does the agent started again after a wait (`resumed`, SPEC §10),
+    with the decisions it continues with (`resume`, AGENT_RESUME): in the Job's spec, where neither the tools
+    container nor a hook can change them.
 
     Its pod: the agent container (the key, never a command), the container where its commands run (the sandbox, or
     a tools container), each SkillPack's sidecar (its own token and RBAC), all wrapped by the executor and joined
@@ -349,6 +352,11 @@ def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str
         # (the tools container, sidecars) and hooks write /workspace, never the record of what already happened.
         pod_env.append({"name": "AGENT_STATE_DIR", "value": state_dir(attempt)})
         mounts.append({"name": "workspace", "mountPath": STATE_PATH, "subPath": STATE_SUBPATH})
+        if run.tool_approval is not None:
+            # The agent may park a call that needs approval: the workflow starts it again with the decisions.
+            pod_env.append({"name": "AGENT_WAITS", "value": TOOL_APPROVAL})
+            if resume is not None:
+                pod_env.append({"name": "AGENT_RESUME", "value": resume})
     env = agent_env(run, pod_env)
     if task is not None:
         env = [{"name": "TASK", "value": task} if e["name"] in ("TASK", "TASK_FILE") else e for e in env]
@@ -373,7 +381,7 @@ def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str
         pod["runtimeClassName"] = run.runtime_class_name
     job = _job(run, "agent-run", workflow_id=workflow_id, pod_spec=pod,
                deadline_seconds=run.timeout_seconds if deadline_seconds is None else deadline_seconds,
-               attempt=attempt, restart=restart)
+               attempt=attempt, restart=restart, resumed=resumed)
     pod_spec = job["spec"]["template"]["spec"]
     if run.seccomp_profile:
         pod_spec["securityContext"]["seccompProfile"] = {"type": run.seccomp_profile}

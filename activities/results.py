@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import ValidationError
+
+from models.approvals import AgentWait
 from models.pricing import MODELS_KEPT, model_name
 from models.steps import RESULT_MAX_BYTES, AgentOutcome, Metrics, ModelTokens
 
@@ -49,11 +52,12 @@ def _metrics(raw: object) -> Metrics:
     if not isinstance(raw, dict):
         return Metrics()
     values = [_metric(raw.get(k)) for k in ("inputTokens", "outputTokens", "toolCalls", "durationMs",
-                                            "cachedInputTokens")]
+                                            "cachedInputTokens", "activeMs")]
     if any(v < 0 for v in values):
         return Metrics()
     return Metrics(input_tokens=values[0], output_tokens=values[1], tool_calls=values[2], duration_ms=values[3],
-                   cached_input_tokens=min(values[4], values[0]), models=_models(raw.get("models")))
+                   cached_input_tokens=min(values[4], values[0]), active_ms=values[5],
+                   models=_models(raw.get("models")))
 
 
 def _models(raw: object) -> list[ModelTokens]:
@@ -78,6 +82,16 @@ def _models(raw: object) -> list[ModelTokens]:
         m.output_tokens += counts[2]
         m.cached_input_tokens = min(m.cached_input_tokens + counts[3], m.input_tokens)
     return list(merged.values())
+
+
+def _wait(raw: object) -> AgentWait | None:
+    """The marker's `wait` (agentrunner/approvals.py), or None when it is no wait the control plane knows."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return AgentWait.model_validate(raw)
+    except ValidationError:
+        return None
 
 
 def last_lines(log: str, n: int = 5, limit: int = 500) -> str:
@@ -112,6 +126,12 @@ def _outcome(log: str, exit_code: int | None, *, timed_out: bool) -> AgentOutcom
         if status == "skipped":
             return AgentOutcome(status="skipped", response=str(data.get("response") or "").strip()
                                 or DEFAULT_SKIP_REASON, exit_code=0, metrics=metrics, has_marker=True)
+        wait = _wait(data.get("wait")) if status == "waiting" and not timed_out else None
+        if wait is not None and wait.calls:
+            return AgentOutcome(status="waiting", exit_code=0, metrics=metrics, has_marker=True, wait=wait)
+        if status == "waiting" and not timed_out:
+            return AgentOutcome(status="error", error="the agent ended waiting, but its result marker names no calls "
+                                "to wait for", exit_code=code or 1, has_marker=True)
         err = str(data.get("error") or "").strip() or "agent run failed"
         return AgentOutcome(status="error", error="timeout" if timed_out else err, exit_code=code or 1,
                             has_marker=True)

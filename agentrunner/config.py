@@ -43,6 +43,9 @@ instead of a crash halfway through a run. This docstring is the contract the con
 - ``FETCH_URL_ALLOW`` (hosts or CIDRs) and Sympozium's ``SYMPOZIUM_FETCH_URL_ALLOW_PRIVATE``
   (``agentrunner/tools/fetch.py``).
 - ``AGENT_TOOL_POLICY`` (JSON): the SympoziumPolicy's resolved tool rules (``agentrunner/policy.py``).
+- ``AGENT_WAITS`` (``tool-approval``): what the control plane starts the agent again after, so a call needing
+  approval waits instead of being refused; ``AGENT_RESUME`` (JSON): the decisions a container started again after a
+  wait continues with (``agentrunner/approvals.py``).
 
 **State and output**
 

@@ -33,11 +33,13 @@ T = TypeVar("T")
 @dataclass
 class PhaseContext:
     """What a hook sees: the phase, the round, the tool call of an ``act`` phase, the run's state, and the error
-    (for ``on-error``). ``data`` is for hooks to share values across phases."""
+    (for ``on-error``), and a person's decision on the call (``approval``, SPEC §10). ``data`` is for hooks to share
+    values across phases."""
 
     phase: str
     round: int = 0
     call: Any = None
+    approval: Any = None  # an ``act`` phase's decision by a person on this call (agentrunner/approvals.py), if any
     turn: Any = None
     result: Any = None
     error: BaseException | None = None

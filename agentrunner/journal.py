@@ -12,6 +12,11 @@ and ``fsync``'d, never rewritten: a round adds only its own records (no copy of 
 - ``{"k": "call", "round", "id", "name", "arguments"}`` — a tool call is about to run;
 - ``{"k": "result", "round", "id", "name", "content", "status"}`` — its result, as the model reads it (a call is
   known by its round and id: local servers reuse ids like ``call_0`` every round);
+- ``{"k": "wait", "round", "kind", "calls": [{id, tool, arguments, argumentsSha256}]}`` — the round's calls that
+  wait for a person (SPEC §10, agentrunner/approvals.py): the container ends here, and one started again with the
+  decisions continues from this round;
+- ``{"k": "decision", "round", "id", "action", "sha256", "arguments", "reason", "by", "source"}`` — a decision on a
+  waiting call, recorded by the container started again before it acts on it (the first one recorded counts);
 - ``{"k": "end", "result": {...}}`` — the run's result (a container started again only reports it again).
 
 Every record carries ``active_ms``: the agent's active time so far, across all its containers (SPEC §10: parked
@@ -50,6 +55,8 @@ class Replay:
     started: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_key -> call record
     results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_key -> result record
     end: dict[str, Any] | None = None
+    waits: dict[int, dict[str, Any]] = field(default_factory=dict)  # round -> its wait record (the last one)
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_key -> the first decision recorded
     active_ms: int = 0
     records: int = 0
 
@@ -118,6 +125,10 @@ class Journal:
             replay.started[call_key(record.get("round", 0), record["id"])] = record
         elif kind == "result":
             replay.results[call_key(record.get("round", 0), record["id"])] = record
+        elif kind == "wait":
+            replay.waits[int(record.get("round") or 0)] = record
+        elif kind == "decision":
+            replay.decisions.setdefault(call_key(record.get("round", 0), record["id"]), record)
         elif kind == "end":
             replay.end = record.get("result")
 

@@ -12,6 +12,13 @@ their results go back, until it answers without a tool call or ``MAX_TOOL_ITERAT
 Each phase runs between its hooks (agentrunner/hooks.py). The policy check (``before act``) and the usage
 accounting (``after think``) are hooks, registered first. Everything a round produces is in the journal before the
 next step starts.
+
+A call the policy lets through only with a person's approval (``ask``, SPEC §10) is parked, not run, when the
+control plane can resume the agent (``AGENT_WAITS``) and a journal holds the run: the round's other calls run, the
+round's pending calls are journaled, and the run returns ``waiting`` with them (agentrunner/approvals.py). Started
+again with the decisions (``AGENT_RESUME``), the loop replays the journal to that round without asking the model
+again, records each decision, and answers each parked call as decided: run (with the edited arguments for an edit),
+or a refusal the model reads.
 """
 
 from __future__ import annotations
@@ -24,6 +31,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrunner.approvals import (
+    ARGUMENTS_MAX_BYTES,
+    PENDING_MAX,
+    TOOL_APPROVAL,
+    Decision,
+    PendingCall,
+    Resume,
+    Wait,
+    canonical_arguments,
+    sha256_hex,
+)
 from agentrunner.hooks import HookRegistry, PhaseContext, Skipped, StopRun
 from agentrunner.journal import Journal, Replay, call_key
 from agentrunner.policy import NeedsApproval, PolicyDenied, ToolPolicy
@@ -62,7 +80,12 @@ class RunState:
 
 def policy_hook(policy: ToolPolicy) -> Callable[[PhaseContext], None]:
     def check_tool_policy(ctx: PhaseContext) -> None:
-        policy.check(ctx.call.name)
+        try:
+            policy.check(ctx.call.name)
+        except NeedsApproval:
+            if isinstance(ctx.approval, Decision) and ctx.approval.action in ("approve", "edit"):
+                return  # a person approved this very call (and these arguments)
+            raise
 
     return check_tool_policy
 
@@ -89,9 +112,12 @@ def cut(text: str, limit: int = MAX_RESULT_CHARS) -> str:
 class Loop:
     def __init__(self, *, model: Model, tools: list[Tool], policy: ToolPolicy, hooks: HookRegistry,
                  journal: Journal, conversation: Conversation, max_rounds: int, run_timeout: float,
-                 run_timeout_text: str, spans: NoSpans | None = None, provider: str = "",
-                 model_name: str = "") -> None:
+                 run_timeout_text: str, waits: frozenset[str] = frozenset(), resume: Resume | None = None,
+                 spans: NoSpans | None = None, provider: str = "", model_name: str = "") -> None:
         self.model = model
+        self.waits = waits  # what the control plane resumes the agent after (AGENT_WAITS)
+        self.resume = resume  # the decisions this container was started with (AGENT_RESUME)
+        self.pending: list[PendingCall] = []  # this round's calls that wait for a person
         # The run's GenAI spans (agentrunner/tracing.py; NoSpans: tracing off), and what its chat spans name.
         self.spans = spans or NoSpans()
         self.provider, self.model_name = provider, model_name
@@ -153,7 +179,34 @@ class Loop:
         if self.replay.records:
             log.info("continuing from the journal: %d model response(s), %d tool result(s), %d ms active so far",
                      len(self.replay.turns), len(self.replay.results), self.replay.active_ms)
+        if self.resume is not None:
+            self._take_decisions(self.resume)
         return self.replay
+
+    def _take_decisions(self, resume: Resume) -> None:
+        """Journal the decisions this container was started with, each checked against the call it decides: a
+        decision for a call that is not waiting, or for other arguments than the ones journaled, is no decision
+        (the call waits again). The first decision journaled for a call counts."""
+        wait = self.replay.waits.get(resume.round)
+        waiting = {str(c.get("id")): c for c in (wait or {}).get("calls") or []}
+        for d in resume.decisions:
+            key = call_key(resume.round, d.call_id)
+            if key in self.replay.decisions:
+                continue
+            call = waiting.get(d.call_id)
+            if call is None:
+                log.error("a decision for call %s of round %d, which is not waiting: ignored", d.call_id,
+                          resume.round)
+                continue
+            if call.get("argumentsSha256") != d.sha256:
+                log.error("the decision on call %s is for arguments %s, not the waiting call's %s: ignored",
+                          d.call_id, d.sha256, call.get("argumentsSha256"))
+                continue
+            record = d.to_record(resume.round)
+            self.record(record)
+            self.replay.decisions[key] = record
+            log.info("call %s (%s) decided: %s by %s", d.call_id, call.get("tool"), d.action,
+                     d.decided_by or d.source)
 
     async def _rounds(self) -> RunResult:
         for phase in ("guardrail", "cost-route", "strategy"):
@@ -172,7 +225,10 @@ class Loop:
             if not turn.calls:
                 self.round_overhead.append(time.monotonic() - t0 - model_seconds)
                 return await self._finish(turn, accumulated)
+            self.pending = []
             results = await asyncio.gather(*(self._act(call) for call in turn.calls))
+            if self.pending:
+                return self._wait(n)
             self.state.metrics.tool_calls += len(results)
             await self.hooks.run("observe", self.ctx(result=results),
                                  lambda results=results: self._observe(list(results)))  # type: ignore[misc]
@@ -202,6 +258,20 @@ class Loop:
         conv.steps.append(turn)
         return turn
 
+    def _wait(self, n: int) -> RunResult:
+        """The round's pending calls are journaled; the container ends waiting for a person's decisions."""
+        wait = Wait(TOOL_APPROVAL, n, list(self.pending))
+        self.record({"k": "wait", "round": n, "kind": wait.kind, "calls": [c.to_dict() for c in wait.calls]})
+        log.info("round %d: %d call(s) wait for approval (%s); the agent ends until they are decided", n,
+                 len(wait.calls), ", ".join(f"{c.id} {c.tool}" for c in wait.calls))
+        return RunResult("waiting", metrics=self.state.metrics, wait=wait)
+
+    def _refused(self, call: ToolCall, content: str, status: str = "denied") -> ToolResult:
+        log.info("tool call %s %s not run: %s", call.id, call.name, content)
+        self.record({"k": "result", "round": self.state.round, "id": call.id, "name": call.name, "content": content,
+                     "status": status})
+        return ToolResult(call.id, call.name, content, status)
+
     async def _act(self, call: ToolCall) -> ToolResult:
         with self.spans.tool(call) as span:
             result = await self._act_on(call)
@@ -221,10 +291,23 @@ class Loop:
                 self.record({"k": "result", "round": self.state.round, "id": call.id, "name": call.name, "content": result.content,
                              "status": result.status})
                 return result
-        outcome = await self.hooks.run("act", self.ctx(call=call), lambda: self._execute(call))
+        recorded_decision = self.replay.decisions.get(key)
+        decision = Decision.from_record(recorded_decision) if recorded_decision is not None else None
+        if decision is not None and decision.action == "reject":
+            return self._refused(call, decision.answer(), "rejected")
+        runs, note = call, ""
+        if decision is not None and decision.action == "edit":
+            runs = ToolCall(call.id, call.name, decision.arguments)
+            note = (f"(the arguments were edited by {decision.decided_by or 'an approver'} before the call ran; it ran "
+                    f"with {decision.arguments})\n")
+        outcome = await self.hooks.run("act", self.ctx(call=runs, approval=decision),
+                                       lambda: self._execute(runs, note=note))
         if isinstance(outcome, Skipped):
             error = outcome.error
             if isinstance(error, NeedsApproval):
+                parked = self._park(call)
+                if parked is not None:
+                    return parked
                 content = self.approval_unavailable(call, error)
             elif isinstance(error, PolicyDenied):
                 content = str(error)
@@ -236,12 +319,36 @@ class Loop:
             return result
         return outcome
 
-    def approval_unavailable(self, call: ToolCall, error: NeedsApproval) -> str:
-        """SPEC §10's seam: a call needing approval. Today it is refused; with approvals it is journaled as pending
-        and the container ends with the pending calls in its result."""
-        return str(error)
+    def _park(self, call: ToolCall) -> ToolResult | None:
+        """A call that needs a person's approval waits for it (its result comes in a container started again), if
+        the control plane can resume the agent and a journal holds the run; None: it cannot wait (refused). Calls
+        no person should be asked about are answered at once: arguments that are no JSON object (they could not
+        run anyway), too large to review, or more calls than a round may put to a person."""
+        if TOOL_APPROVAL not in self.waits or self.journal.path is None:
+            return None
+        try:
+            arguments = canonical_arguments(call.arguments)
+        except ValueError as exc:
+            return self._refused(call, f"Error: the arguments are not a JSON object ({exc}); the call was neither "
+                                       "put to an approver nor run: send a JSON object", "error")
+        size = len(arguments.encode("utf-8"))
+        if size > ARGUMENTS_MAX_BYTES:
+            return self._refused(call, f"not run: {call.name} needs approval, and its arguments ({size} bytes) are "
+                                       f"more than an approver is asked to review ({ARGUMENTS_MAX_BYTES} bytes); "
+                                       "send smaller calls")
+        if len(self.pending) >= PENDING_MAX:
+            return self._refused(call, f"not run: {call.name} needs approval, and {PENDING_MAX} calls of this round "
+                                       "already wait for one; ask for it again in a later round")
+        self.pending.append(PendingCall(call.id, call.name, arguments, sha256_hex(arguments)))
+        return ToolResult(call.id, call.name, "", "pending")
 
-    async def _execute(self, call: ToolCall) -> ToolResult:
+    def approval_unavailable(self, call: ToolCall, error: NeedsApproval) -> str:
+        """A call needing approval where the agent cannot wait for one (no journal, or a control plane that does
+        not resume it): refused, never run."""
+        return (f"{error}; this agent cannot wait for a person's decision here (no journal, or a control plane that "
+                "does not start it again after a wait), so the call was not run")
+
+    async def _execute(self, call: ToolCall, *, note: str = "") -> ToolResult:
         tool = self.tools.get(call.name)
         if tool is None or tool.name not in {t.name for t in self.state.offered}:
             names = ", ".join(t.name for t in self.state.offered) or "none"
@@ -267,7 +374,7 @@ class Loop:
             log.exception("tool %s failed", call.name)
             content, status = f"Error: {call.name} failed: {type(exc).__name__}: {exc}", "error"
         self._tool_seconds = max(self._tool_seconds, time.monotonic() - t0)
-        content = cut(content)
+        content = cut(note + content)
         self.record({"k": "result", "round": self.state.round, "id": call.id, "name": call.name, "content": content, "status": status})
         return ToolResult(call.id, call.name, content, status)
 
@@ -284,8 +391,10 @@ class Loop:
         return result
 
     def close(self, result: RunResult) -> None:
-        """Record the result (a container started again reports it instead of running again)."""
-        self.record({"k": "end", "result": result.to_dict()})
+        """Record the result (a container started again reports it instead of running again); a waiting run has
+        none yet (its container is started again to go on)."""
+        if result.status != "waiting":
+            self.record({"k": "end", "result": result.to_dict()})
         self.journal.close()
 
 

@@ -12,9 +12,9 @@ is the control plane's (models/resolve.py ``check_policy`` and ``approval_tools`
 rules, ask rules, allow rules, and its default action. Deny wins everywhere.
 
 A denied tool is not offered to the model; if it is called anyway it answers "denied by policy <name>" and nothing
-runs. ``ask`` would need a person's approval per call (SPEC §10); until that exists it must not silently allow, so
-the call is refused with a message saying approval is not available yet. The check runs as the first ``before``
-hook of the ``act`` phase (agentrunner/hooks.py), so it is the one place a later version suspends the run instead.
+runs. ``ask`` needs a person's approval per call (SPEC §10): the loop parks the call until one comes
+(agentrunner/approvals.py), and where it cannot wait the call is refused, never silently allowed. The check runs as
+the first ``before`` hook of the ``act`` phase (agentrunner/hooks.py), and lets through a call a person approved.
 """
 
 from __future__ import annotations
@@ -37,13 +37,12 @@ class PolicyDenied(Exception):
 class NeedsApproval(PolicyDenied):
     """A tool call the policy lets through only with a person's approval (toolGating ``ask``).
 
-    The seam for SPEC §10: today the loop answers it as a refusal (``APPROVAL_UNAVAILABLE``); with approvals the
-    loop journals the call as pending and ends the container instead.
+    Where the agent can wait for a decision (SPEC §10: a journal, and a control plane that starts it again), the loop
+    parks the call instead (agentrunner/approvals.py); elsewhere this message is the model's answer.
     """
 
     def __init__(self, tool: str, policy: str) -> None:
-        super().__init__(f"{tool} needs approval under {policy} (toolGating action: ask); per-call approval is "
-                         "not available in this version, so the call was not run")
+        super().__init__(f"{tool} needs approval under {policy} (toolGating action: ask)")
         self.tool = tool
         self.policy = policy
 

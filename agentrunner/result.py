@@ -14,14 +14,18 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+if TYPE_CHECKING:
+    from agentrunner.approvals import Wait
 
 log = logging.getLogger(__name__)
 
 RESULT_START = "__SYMPOZIUM_RESULT__"
 RESULT_END = "__SYMPOZIUM_END__"
 
-Status = Literal["success", "error", "skipped"]
+# "waiting": the container ends without an answer, parked until the control plane starts it again (SPEC §10).
+Status = Literal["success", "error", "skipped", "waiting"]
 
 
 @dataclass
@@ -77,19 +81,23 @@ class RunResult:
     response: str = ""
     error: str = ""
     metrics: Metrics = field(default_factory=Metrics)
+    wait: Wait | None = None  # with status "waiting": what for (agentrunner/approvals.py)
 
     @property
     def exit_code(self) -> int:
-        """0 for success and skipped, 1 for error."""
+        """0 for success, skipped and waiting, 1 for error."""
         return 1 if self.status == "error" else 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "status": self.status,
             "response": self.response,
             "error": self.error,
             "metrics": self.metrics.to_dict(),
         }
+        if self.wait is not None:
+            out["wait"] = self.wait.to_dict()
+        return out
 
     def to_json(self) -> str:
         """Single-line ASCII JSON in which the marker strings cannot appear literally.

@@ -4,7 +4,8 @@ Every way a run can end is mapped to the result contract here, so the process al
 exit code the control plane can act on — except the echo provider's ``exit:<code>`` hook, whose point is to leave
 none.
 
-Exit codes: 0 for ``success`` and ``skipped``, 1 for ``error`` (including a bad environment, a provider failure,
+Exit codes: 0 for ``success``, ``skipped`` and ``waiting`` (parked until a person decides, SPEC §10), 1 for
+``error`` (including a bad environment, a provider failure,
 the iteration cap and exceeding RUN_TIMEOUT), ``<code>`` for ``exit:<code>``. Progress goes to stderr as log
 lines; stdout carries only the marker.
 """
@@ -19,6 +20,7 @@ import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 
+from agentrunner.approvals import resume_from_env, waits_from_env
 from agentrunner.config import Config, ConfigError, load_config, paths_from_env
 from agentrunner.context import ContextFile, load_context
 from agentrunner.hooks import HookRegistry
@@ -124,14 +126,15 @@ async def _run(config: Config, context: list[ContextFile], started: float, env: 
     try:
         async with AsyncExitStack() as stack:
             policy = ToolPolicy.from_env(config.env)
+            waits, resume = waits_from_env(config.env), resume_from_env(config.env)
             tools = await build_tools(config, stack)
             remaining = max(config.run_timeout_seconds - (time.monotonic() - started), 0.001)
             model = make_provider(config, min(config.request_timeout_seconds, remaining))
             loop = Loop(model=model, tools=tools, policy=policy, hooks=hooks_for(policy),
                         journal=Journal(config.state_dir), conversation=conversation,
                         max_rounds=config.max_tool_iterations, run_timeout=config.run_timeout_seconds,
-                        run_timeout_text=config.run_timeout_text, spans=spans, provider=config.provider,
-                        model_name=config.model)
+                        run_timeout_text=config.run_timeout_text, waits=waits, resume=resume, spans=spans,
+                        provider=config.provider, model_name=config.model)
             log.info("tools offered: %s", ", ".join(t.name for t in loop.state.offered) or "none")
             result = await loop.run()
     except ProviderError as exc:

@@ -59,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from models import authorship
+from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION
 from models.authorship import Author, stamp_keys
 from models.base import PolicyViolation
 from models.bounds import Uncarriable
@@ -78,7 +79,9 @@ from models.policy import Refusal
 from models.resolve import approval_tools
 from models.secretrefs import SecretRef, key_redirects, secret_refs
 
-from .authority import Unreadable, gate_authority, record_refusal
+from .access import APPROVE, Ask
+from .auth import Caller
+from .authority import RULE_TOOL_APPROVER, Unreadable, gate_authority, record_refusal
 from .deps import State, StateDep
 from .escalation import Grants, Requester, Unreviewable, rules_checked, skill_rules_checked
 from .escalation import refusal as check_grants
@@ -244,6 +247,10 @@ def metadata(obj: dict[str, Any] | None, where: str) -> ObjectMeta:
 
 RULE_VERDICT_AT_CREATION = "verdict-at-creation"
 RULE_VERDICT_BY = "gate-verdict-by"
+RULE_TOOL_VERDICT_BY = "tool-verdict-by"
+# The verdict annotations and the stamp of each one's writer: the gate's (SPEC §4) and tool calls' (SPEC §10).
+STAMPED = ((VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION, RULE_VERDICT_BY),
+           (TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION, RULE_TOOL_VERDICT_BY))
 RULE_CREATED_BY = "created-by"
 
 
@@ -257,10 +264,11 @@ def writer(req: AdmissionRequest) -> Author:
 
 
 def _creation_refusal(state: State, req: AdmissionRequest, notes: dict[str, str]) -> Refusal | None:
-    given = [k for k in (VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION) if k in notes]
+    given = [k for verdict, by, _ in STAMPED for k in (verdict, by) if k in notes]
     if given:
         return Refusal(RULE_VERDICT_AT_CREATION, f"a verdict cannot be given at creation: {', '.join(given)} may "
-                                                 "not be set on a new run (a verdict counts only while its gate waits)")
+                                                 "not be set on a new run (a verdict counts only while its gate, or "
+                                                 "its tool calls, wait)")
     who = req.user_info.username
     stamp = writer(req).annotations(AGENTRUNS)
     wrong = [k for k in stamp if notes.get(k) is not None and notes[k] != stamp[k]]
@@ -277,15 +285,16 @@ def _stamp_refusal(req: AdmissionRequest, old: dict[str, str], new: dict[str, st
     for key in stamp_keys(AGENTRUNS):
         if old.get(key) != new.get(key):
             return Refusal(RULE_CREATED_BY, f"{key} cannot be set or changed after the run is created")
-    verdict, by = new.get(VERDICT_ANNOTATION), new.get(VERDICT_BY_ANNOTATION)
-    changed = verdict != old.get(VERDICT_ANNOTATION)
-    forged = f'{VERDICT_BY_ANNOTATION} is stamped by the admission webhook with the verdict\'s writer; "{who}" may ' \
-             "not set, change or remove it"
-    if by != old.get(VERDICT_BY_ANNOTATION) and not ((changed and verdict is not None and by == who)
-                                                      or (verdict is None and by is None)):
-        return Refusal(RULE_VERDICT_BY, forged)
-    if changed and verdict is not None and by is not None and by != who:
-        return Refusal(RULE_VERDICT_BY, forged)
+    for verdict_key, by_key, rule in STAMPED:
+        verdict, by = new.get(verdict_key), new.get(by_key)
+        changed = verdict != old.get(verdict_key)
+        forged = f'{by_key} is stamped by the admission webhook with the verdict\'s writer; "{who}" may ' \
+                 "not set, change or remove it"
+        if by != old.get(by_key) and not ((changed and verdict is not None and by == who)
+                                           or (verdict is None and by is None)):
+            return Refusal(rule, forged)
+        if changed and verdict is not None and by is not None and by != who:
+            return Refusal(rule, forged)
     return None
 
 
@@ -312,6 +321,11 @@ async def _authenticity(state: State, req: AdmissionRequest, obj: dict[str, Any]
             state.refusals[f"admission {refusal.rule}"] += 1
             return refuse(req.uid, 403, "Forbidden", refusal.message)
         return await _refuse_verdict(state, req, obj, ns, refusal)
+    tool_verdict = meta.annotations.get(TOOL_VERDICT_ANNOTATION)
+    if tool_verdict is not None and tool_verdict != old.get(TOOL_VERDICT_ANNOTATION):
+        refused = await _tool_authenticity(state, req, obj, meta, ns)
+        if refused is not None:
+            return refused
     verdict = meta.annotations.get(VERDICT_ANNOTATION)
     if verdict is None or verdict == old.get(VERDICT_ANNOTATION):
         return None  # no verdict given (removing one is allowed: the gate step clears a stale one)
@@ -330,12 +344,40 @@ async def _authenticity(state: State, req: AdmissionRequest, obj: dict[str, Any]
     return None
 
 
+async def _tool_authenticity(state: State, req: AdmissionRequest, obj: dict[str, Any], meta: ObjectMeta,
+                             ns: str) -> AdmissionResponse | None:
+    """A tool-verdict annotation (SPEC §10) decides only from someone the API would let decide: never an account runs
+    execute as, only with RBAC's `approve agentruns` on this run (the API's own check, here as a SubjectAccessReview
+    for the writer), and as the Agent's policy's gatePolicy allows. The run's gate hook has no say here: what a run
+    executes never approves what its agent does."""
+    who = req.user_info.username
+    try:
+        async with asyncio.timeout(EVALUATE_TIMEOUT_SECONDS):
+            authority = await gate_authority(reader(state.kube, ns, state.definitions), req.old_object or obj)
+            refusal = authority.tool_refusal(who, req.user_info.groups)
+            if refusal is None:
+                u = req.user_info
+                caller = Caller(who, tuple(u.groups), u.uid, tuple((k, tuple(v)) for k, v in sorted(u.extra.items())))
+                if not await state.access.allowed(caller, Ask(APPROVE, AGENTRUNS, ns, meta.name or req.name)):
+                    refusal = Refusal(RULE_TOOL_APPROVER, f'"{who}" may not decide this run\'s tool calls: RBAC does '
+                                                          f'not let it approve agentruns in namespace "{ns}" '
+                                                          "(agentrun-approver grants it)")
+    except (TimeoutError, Unreadable, KubeError) as e:
+        why = str(e) or f"checking the writer took over {EVALUATE_TIMEOUT_SECONDS:g}s"
+        log.warning("refused a tool decision on AgentRun %s/%s from %s: %s", ns, meta.name, who, why)
+        return refuse(req.uid, 503, "ServiceUnavailable",
+                      f"cannot check who may decide this run's tool calls, so the decision is refused: {why}")
+    if refusal is not None:
+        return await _refuse_verdict(state, req, obj, ns, refusal, what="tool decision")
+    return None
+
+
 async def _refuse_verdict(state: State, req: AdmissionRequest, obj: dict[str, Any], ns: str,
-                          refusal: Refusal) -> AdmissionResponse:
+                          refusal: Refusal, what: str = "verdict") -> AdmissionResponse:
     state.refusals[f"admission {refusal.rule}"] += 1
     if not req.dry_run:
         await record_refusal(state.kube, namespace=ns, run=req.old_object or obj, who=req.user_info.username,
-                             refusal=refusal, via="admission")
+                             refusal=refusal, via="admission", what=what)
     return refuse(req.uid, 403, "Forbidden", refusal.message)
 
 
@@ -459,12 +501,16 @@ def stamps(state: State, req: AdmissionRequest) -> dict[str, str | None]:
         stamp = writer(req).annotations(AGENTRUNS)
         return {k: v for k, v in stamp.items() if notes.get(k) != v}
     old = metadata(req.old_object, "request.oldObject").annotations
-    verdict = notes.get(VERDICT_ANNOTATION)
-    if verdict == old.get(VERDICT_ANNOTATION):
-        return {}
-    if verdict is not None:
-        return {VERDICT_BY_ANNOTATION: who}
-    return {VERDICT_BY_ANNOTATION: None} if VERDICT_BY_ANNOTATION in notes else {}
+    out: dict[str, str | None] = {}
+    for verdict_key, by_key, _ in STAMPED:
+        verdict = notes.get(verdict_key)
+        if verdict == old.get(verdict_key):
+            continue
+        if verdict is not None:
+            out[by_key] = who
+        elif by_key in notes:
+            out[by_key] = None
+    return out
 
 
 def mutate(state: State, req: AdmissionRequest) -> AdmissionResponse:

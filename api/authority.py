@@ -34,6 +34,11 @@ from models.policy import GatePolicy, Refusal, normalize_policy
 log = logging.getLogger("agentrun.api.authority")
 RULE_GATE_HOOK_OR_APPROVER = "gate-hook-or-approver"
 RULE_CREATORS_GATE_HOOK = "creators-gate-hook"
+RULE_RUN_IDENTITY = "run-identity"
+RULE_TOOL_APPROVER = "tool-approver"
+# The ServiceAccounts agentrun runs pods as (the agent's, the hooks' sympozium-lifecycle-<run>, a SkillPack sidecar's
+# sympozium-skill-<pack>-<run>): what runs execute never decides a tool call, theirs or another run's (SPEC §10).
+RUN_ACCOUNT_PREFIX = "sympozium-"
 # Recording a refusal must never hold up the answer for long (the apiserver waits on the webhook).
 EVENT_TIMEOUT_SECONDS = 3.0
 
@@ -71,6 +76,18 @@ class GateAuthority:
                            f'"{identity}" may not give this run\'s verdict by annotation: only its gate hook ({hook}) '
                            f"or an approver named in gatePolicy.approvers may, and {where} names none")
         return self.refusal(identity, groups)
+
+    def tool_refusal(self, identity: str, groups: list[str] | tuple[str, ...] = ()) -> Refusal | None:
+        """Why `identity` may not decide this run's tool calls (SPEC §10), by any door; None: it may (RBAC's `approve`
+        is asked before, by the door). Never one of the accounts runs execute as: a hook, a sidecar or an agent
+        deciding what an agent does would be the run approving itself; then the policy's gatePolicy."""
+        account = identity.removeprefix("system:serviceaccount:")
+        if account != identity and account.partition(":")[2].startswith(RUN_ACCOUNT_PREFIX):
+            return Refusal(RULE_RUN_IDENTITY, f'"{identity}" may not decide tool calls: it is an account agentrun runs '
+                                              "pods as (an agent, a lifecycle hook or a SkillPack sidecar), and what "
+                                              "a run executes never approves what an agent does")
+        return self.gate.refusal(identity, groups, creator=self.creator, policy=self.policy,
+                                 what="this run's tool calls", its="its tool calls")
 
     def _hook_refusal(self, hook: str) -> Refusal | None:
         if not self.gate.approvers:
@@ -125,12 +142,12 @@ REPORTING_INSTANCE = f"{socket.gethostname()}-{os.getpid()}"
 
 
 async def record_refusal(kube: Kube, *, namespace: str, run: dict[str, Any], who: str, refusal: Refusal,
-                         via: str) -> None:
-    """A Warning Event `VerdictRefused` on the run naming who and why, and a log line. Failing to write the Event is
-    logged, never raised: the refusal itself stands."""
+                         via: str, what: str = "verdict") -> None:
+    """A Warning Event `VerdictRefused` on the run naming who and why (`what`: a verdict, or a tool decision), and a
+    log line. Failing to write the Event is logged, never raised: the refusal itself stands."""
     meta = run.get("metadata") or {}
     name = str(meta.get("name") or meta.get("generateName") or "")
-    message = f"verdict from {who} refused ({via}): {refusal.message}"
+    message = f"{what} from {who} refused ({via}): {refusal.message}"
     log.warning("AgentRun %s/%s: %s", namespace, name, message)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     involved = {"apiVersion": API_VERSION, "kind": "AgentRun", "namespace": namespace, "name": name}

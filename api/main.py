@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
-from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from kubernetes import client
@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
 from models import bounds
+from models.approvals import ToolApprovalView
 from models.evaluate import agent_name_of
 from models.gate import GateView
 from models.names import AGENTRUNS, GROUP, VERSION
@@ -49,6 +50,7 @@ class RunSummary(BaseModel):
     phase: str | None = None
     gate: str | None = None
     gate_verdict: str | None = None
+    tool_approval: str | None = None  # "pending" while tool calls wait for a decision (SPEC §10)
     created_at: str | None = None
     age_seconds: int | None = None
 
@@ -103,7 +105,7 @@ def _summary(obj: dict[str, Any]) -> RunSummary:
     return RunSummary(name=meta.get("name", ""), namespace=meta.get("namespace", ""),
                       agent=agent_name_of(obj), phase=st.get("phase"),
                       gate=(st.get("gate") or {}).get("state"), gate_verdict=st.get("gateVerdict"),
-                      created_at=created, age_seconds=age)
+                      tool_approval=(st.get("toolApproval") or {}).get("state"), created_at=created, age_seconds=age)
 
 
 async def _read_run(state: State, ns: str, name: str) -> dict[str, Any]:
@@ -112,7 +114,8 @@ async def _read_run(state: State, ns: str, name: str) -> dict[str, Any]:
 
 @runs.get("", response_model=list[RunSummary])
 async def list_runs(state: StateDep, who: CallerDep, namespace: Namespace = "default",
-                    phase: str | None = None, gate: str | None = None) -> list[RunSummary]:
+                    phase: str | None = None, gate: str | None = None,
+                    tool_approval: Annotated[str | None, Query(alias="toolApproval")] = None) -> list[RunSummary]:
     await state.allow(who, "list", AGENTRUNS, namespace)
     items = cast(dict[str, Any], await state.kube.call(
         state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
@@ -122,6 +125,8 @@ async def list_runs(state: StateDep, who: CallerDep, namespace: Namespace = "def
         out = [r for r in out if r.phase == phase]
     if gate:
         out = [r for r in out if r.gate == gate]
+    if tool_approval:
+        out = [r for r in out if r.tool_approval == tool_approval]
     return out
 
 
@@ -177,6 +182,46 @@ async def gate_verdict(name: str, request: Request, state: StateDep, caller: Cal
     runops.check_verdict(raw.get("action"), response, reason)
     return await runops.decide(state, caller, namespace, name, action=raw["action"], response=response,
                                reason=reason or "")
+
+
+class ToolDecisionBody(BaseModel):
+    """Documents the tool decision body (SPEC §10); it is parsed by hand so that a bad decision answers 400 naming
+    the field. `argumentsSha256` is the waiting call's (status.toolApproval.calls[].argumentsSha256: SHA-256 of its
+    arguments as RFC 8785 canonical JSON): a decision is for exactly the arguments that wait. `arguments` (a JSON
+    object) only with edit."""
+
+    callId: str
+    action: Literal["approve", "reject", "edit"]
+    argumentsSha256: str
+    arguments: dict[str, Any] | None = None
+    reason: str = ""
+
+
+@runs.post("/{name}/tool-approvals", response_model=ToolApprovalView,
+           openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+               "schema": ToolDecisionBody.model_json_schema()}}}},
+           responses={400: {"description": "not a decision (bad JSON, unknown action, no hash, edit without "
+                                           "arguments)"},
+                      401: {"description": "missing or invalid token"},
+                      403: {"description": "RBAC does not let this identity approve the run, or the run's policy "
+                                           "does not let it decide (gatePolicy, or an account runs execute as)"},
+                      404: {"description": "no such run"},
+                      409: {"description": "no call waits, an unknown call, other arguments than the waiting ones, "
+                                           "a call already decided, or the run finished"}})
+async def tool_approvals(name: str, request: Request, state: StateDep, caller: CallerDep,
+                         namespace: Namespace = "default") -> ToolApprovalView:
+    try:
+        raw = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HTTPException(status_code=400, detail=f"body is not JSON: {e}") from e
+    if not isinstance(raw, dict):
+        raise HTTPException(status_code=400, detail="body must be an object {callId, action, argumentsSha256, "
+                                                    "arguments?, reason?}")
+    fields = {"call_id": raw.get("callId"), "action": raw.get("action"),
+              "arguments_sha256": raw.get("argumentsSha256"), "arguments": raw.get("arguments"),
+              "reason": raw.get("reason", "")}
+    runops.check_tool_decision(**fields)
+    return await runops.decide_tool(state, caller, namespace, name, **fields)
 
 
 probes = APIRouter(tags=["probes"])

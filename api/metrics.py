@@ -1,11 +1,14 @@
-"""The API's Prometheus metrics at /metrics: its requests, the gate verdicts it takes, the runs it watches.
+"""The API's Prometheus metrics at /metrics: its requests, the gate verdicts it takes, the runs it watches, and the
+tool-call decisions (SPEC §10) their statuses record.
 
 Each app has its own registry (tests build several apps in one process, and the global registry would mix them).
 The run gauges are read from the API's one watch of runs (api/runwatch.py) at each scrape, so they cost no request.
 Verdicts are counted by source and outcome: those sent through the API where the API takes them (at once); those
 decided elsewhere (an annotation, the gate hook, a timeout, Temporal) as their runs' terminal statuses arrive
 through the watch, once per run (`status.gate.source` says which). Runs already finished when the API started are
-not counted: the counter counts what this process saw happen, as Prometheus counters do.
+not counted: the counter counts what this process saw happen, as Prometheus counters do. Tool decisions are counted
+the same way, by action and source, from `status.toolApprovals` as new entries arrive through the watch (whatever door
+they came through), with how long their call waited (decidedAt minus the round's requestedAt).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from models.agentrun import TERMINAL_PHASES
 from models.evaluate import agent_name_of
 from models.names import lifecycle_subject
 from models.run import Phase
+from models.timestamps import parse_rfc3339
 
 from .runwatch import RunWatch
 
@@ -40,6 +44,8 @@ Obj = dict[str, Any]
 # one older servers do not).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Seconds a tool call waits for a person: from seconds to a day.
+WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 
 
 class Counts:
@@ -72,10 +78,13 @@ class _RunGauges(Collector):
                                    "is Pending).", labels=["namespace", "phase"])
         waiting = GaugeMetricFamily("agentrun_runs_awaiting_verdict", "AgentRuns whose gate waits for a verdict.",
                                     labels=["namespace"])
+        tools = GaugeMetricFamily("agentrun_runs_awaiting_tool_approval", "AgentRuns whose agent is parked until "
+                                  "people decide on its tool calls (no pod of the run exists).", labels=["namespace"])
         synced = GaugeMetricFamily("agentrun_api_runwatch_synced", "1 once the API's watch of runs has listed "
                                    "them (the run gauges are empty before).")
         by_phase: Tally[tuple[str, str]] = Tally()
         by_ns: Tally[str] = Tally()
+        parked: Tally[str] = Tally()
         for run in self.watch.peek():
             ns = str((run.get("metadata") or {}).get("namespace") or "")
             st = run.get("status") or {}
@@ -83,12 +92,16 @@ class _RunGauges(Collector):
             by_phase[ns, phase] += 1
             if (st.get("gate") or {}).get("state") == "pending" and phase not in TERMINAL_PHASES:
                 by_ns[ns] += 1
+            if (st.get("toolApproval") or {}).get("state") == "pending" and phase not in TERMINAL_PHASES:
+                parked[ns] += 1
         for (ns, phase), n in sorted(by_phase.items()):
             phases.add_metric([ns, phase], n)
         for ns, n in sorted(by_ns.items()):
             waiting.add_metric([ns], n)
+        for ns, n in sorted(parked.items()):
+            tools.add_metric([ns], n)
         synced.add_metric([], 1 if self.watch.synced else 0)
-        return [phases, waiting, synced]
+        return [phases, waiting, tools, synced]
 
 
 class _SpanCounters(Collector):
@@ -190,6 +203,11 @@ class ApiMetrics:
         self.runs_unpriced = Counter("agentrun_runs_unpriced", "Finished AgentRuns that used tokens but have no cost "
                                      "estimate (a model without a known price), by namespace and Agent.",
                                      ["namespace", "agent"], registry=r)
+        self.tool_decisions = Counter("agentrun_tool_decisions", "Decisions on tool calls that waited for approval, by "
+                                      "action (approve, reject, edit) and source (api, annotation, temporal, "
+                                      "timeout), as the runs' statuses record them.", ["action", "source"], registry=r)
+        self.tool_wait_seconds = Histogram("agentrun_tool_approval_wait_seconds", "How long a tool call waited for its "
+                                           "decision (with no pod of the run).", buckets=WAIT_BUCKETS, registry=r)
         r.register(_RunGauges(watch))
         r.register(_SpanCounters())
         # What the API's code counts by key: verdicts by outcome, refusals by "<via> <rule>".
@@ -198,6 +216,7 @@ class ApiMetrics:
         self.watch = watch
         self._counted: set[str] = set()  # uids of finished runs whose verdict is counted (or was before we looked)
         self._used: set[str] = set()  # uids of finished runs whose tokens and cost are counted (or were before)
+        self._decisions: dict[str, set[tuple[str, str, str]]] = {}  # uid -> tool decisions counted (or seen before)
         self._task: asyncio.Task[None] | None = None
         self.following = asyncio.Event()  # the verdict count follows the watch: runs decided from now on count
         self.resyncs = 0  # how often the count fell behind the watch and went over its whole list
@@ -228,8 +247,28 @@ class ApiMetrics:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    @staticmethod
+    def _tool_records(run: Obj) -> list[tuple[tuple[str, str, str], Obj]]:
+        st = run.get("status") or {}
+        return [((str(d.get("callId")), str(d.get("attempt") or ""), str(d.get("decidedAt"))), d)
+                for d in st.get("toolApprovals") or [] if isinstance(d, dict)]
+
+    def _count_tools(self, run: Obj) -> None:
+        uid = str((run.get("metadata") or {}).get("uid") or "")
+        seen = self._decisions.setdefault(uid, set())
+        requested = parse_rfc3339(((run.get("status") or {}).get("toolApproval") or {}).get("requestedAt"))
+        for key, d in self._tool_records(run):
+            if key in seen:
+                continue
+            seen.add(key)
+            self.tool_decisions.labels(str(d.get("action") or ""), str(d.get("source") or "")).inc()
+            decided = parse_rfc3339(d.get("decidedAt"))
+            if requested is not None and decided is not None and decided >= requested:
+                self.tool_wait_seconds.observe((decided - requested).total_seconds())
+
     def _count(self, run: Obj) -> None:
         self._count_usage(run)
+        self._count_tools(run)
         uid = str((run.get("metadata") or {}).get("uid") or "")
         if uid in self._counted or not _decided(run):
             return
@@ -265,6 +304,7 @@ class ApiMetrics:
                 self._counted.add(uid)
             if (run.get("status") or {}).get("phase") in TERMINAL_PHASES:
                 self._used.add(uid)
+            self._decisions[uid] = {key for key, _ in self._tool_records(run)}
 
     async def _count_verdicts(self) -> None:
         while not await self.watch.wait_synced(60):
@@ -274,13 +314,16 @@ class ApiMetrics:
             self.following.set()
             async for ev in sub:
                 if ev.type == "DELETED":
-                    self._counted.discard(str((ev.obj.get("metadata") or {}).get("uid") or ""))
-                    self._used.discard(str((ev.obj.get("metadata") or {}).get("uid") or ""))
+                    uid = str((ev.obj.get("metadata") or {}).get("uid") or "")
+                    self._counted.discard(uid)
+                    self._used.discard(uid)
+                    self._decisions.pop(uid, None)
                 elif ev.type == "RESYNC":
                     self.resyncs += 1
                     held = {str((r.get("metadata") or {}).get("uid") or ""): r for r in self.watch.peek()}
                     self._counted &= held.keys()
                     self._used &= held.keys()
+                    self._decisions = {u: d for u, d in self._decisions.items() if u in held}
                     for run in held.values():
                         self._count(run)
                 else:

@@ -1,5 +1,5 @@
-"""What the JSON API (api/main.py) and the console (api/console/) both do to runs: read, create, delete, and
-decide a gate. One code path each, so a verdict from the console passes the same RBAC and `gatePolicy` checks, is
+"""What the JSON API (api/main.py) and the console (api/console/) both do to runs: read, create, delete, decide a
+gate, and decide a tool call that waits for approval (SPEC §10). One code path each, so a verdict from the console passes the same RBAC and `gatePolicy` checks, is
 refused the same way and records the same identity as one sent to `POST /api/v1/runs/{name}/gate-verdict`; a run is
 created or deleted only when RBAC lets the caller (api/access.py).
 
@@ -18,11 +18,12 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from models.agentrun import TERMINAL_PHASES
+from models.approvals import ToolApprovalView, ToolDecision, decision_problem, edited_arguments
+from models.evaluate import AGENT_PLURALS
 from models.gate import GateView, Verdict
 from models.kube import NotFound
 from models.names import (
     AGENTRUNS,
-    AGENTS,
     ANNOTATION_TRACEPARENT,
     API_VERSION,
     GROUP,
@@ -32,6 +33,7 @@ from models.names import (
 from models.tracecontext import format_traceparent, trace_id_of, valid
 from workflows.agent_run import AgentRunWorkflow
 from workflows.gate import FINISHED
+from workflows.tool_approval import FINISHED as TOOLS_FINISHED
 
 from . import admission
 from .access import APPROVE
@@ -61,6 +63,19 @@ async def current_run(state: State, ns: str, name: str, *, started: bool = False
     return cast(dict[str, Any], run)
 
 
+async def require_agent(state: State, namespace: str, name: str) -> None:
+    """404 unless the Agent exists under its current kind or its older one, SympoziumInstance (SPEC §1.1): a run
+    resolves either (models/evaluate.py), so `kubectl apply` of such a run works, and the API must not refuse it."""
+    for plural in AGENT_PLURALS:
+        try:
+            await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name,
+                                  action=f"read {plural} {namespace}/{name}")
+            return
+        except NotFound:
+            continue
+    raise HTTPException(status_code=404, detail=f'agent "{name}" not found in namespace "{namespace}"')
+
+
 async def create_run(state: State, who: Caller, namespace: str, *, agent_ref: str,
                      spec: dict[str, Any], traceparent: str = "") -> dict[str, Any]:
     """A new AgentRun of `agent_ref` (which must exist) with `spec` (agentRef added), created for `who` (its author
@@ -86,12 +101,7 @@ def _traceparent_of(span: Span) -> str:
 async def _create_run(state: State, who: Caller, namespace: str, *, agent_ref: str, spec: dict[str, Any],
                       traceparent: str) -> dict[str, Any]:
     await state.allow(who, "create", AGENTRUNS, namespace)
-    try:
-        await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
-                              agent_ref, action=f"read Agent {namespace}/{agent_ref}")
-    except NotFound as e:
-        raise HTTPException(status_code=404,
-                            detail=f'agent "{agent_ref}" not found in namespace "{namespace}"') from e
+    await require_agent(state, namespace, agent_ref)
     spec = {"agentRef": agent_ref, **spec}
     spec.setdefault("sessionKey", f"session-{time.time_ns()}")
     annotations = who.stamp(AGENTRUNS)
@@ -179,4 +189,57 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     state.verdicts[view.state] += 1
     if view.state == "none":
         raise HTTPException(status_code=409, detail=NO_GATE)
+    return view
+
+
+def check_tool_decision(*, call_id: Any, action: Any, arguments_sha256: Any, arguments: Any, reason: Any) -> None:
+    """400 for what is not a tool decision (SPEC §7), naming the field."""
+    problem = decision_problem(call_id=call_id, action=action, arguments_sha256=arguments_sha256,
+                               arguments=arguments, reason=reason)
+    if problem is not None:
+        raise HTTPException(status_code=400, detail=problem)
+
+
+async def decide_tool(state: State, caller: Caller, namespace: str, name: str, *, call_id: str, action: str,
+                      arguments_sha256: str, arguments: Any = None, reason: str = "") -> ToolApprovalView:
+    """`caller`'s decision on a tool call of the run that waits for approval (SPEC §10), after RBAC (`approve
+    agentruns`), the run's tool authority (never an account runs execute as; then gatePolicy: approvers,
+    requireDistinctApprover), as a signed Temporal Update. A refusal before the workflow is a VerdictRefused Event."""
+    check_tool_decision(call_id=call_id, action=action, arguments_sha256=arguments_sha256, arguments=arguments,
+                        reason=reason)
+    await state.allow(caller, APPROVE, AGENTRUNS, namespace, name=name)
+    run = await current_run(state, namespace, name, started=True)
+    who = caller.identity
+    try:
+        authority = await gate_authority(admission.reader(state.kube, namespace, state.definitions), run)
+    except Unreadable as e:
+        raise HTTPException(status_code=503, detail=f"cannot check who may decide this run: {e}") from e
+    refusal = authority.tool_refusal(who, caller.groups)
+    if refusal is not None:
+        state.refusals[f"api {refusal.rule}"] += 1
+        await record_refusal(state.kube, namespace=namespace, run=run, who=who, refusal=refusal, via="api",
+                             what="tool decision")
+        raise HTTPException(status_code=403, detail=refusal.message)
+    st = run.get("status") or {}
+    wid = st.get("workflowId")
+    if st.get("phase") in TERMINAL_PHASES:
+        raise HTTPException(status_code=409, detail=TOOLS_FINISHED)
+    if not wid or state.temporal is None:
+        raise HTTPException(status_code=409, detail="the run has not started yet: no tool call waits for a decision")
+    decision = ToolDecision(call_id=call_id, action=action, arguments_sha256=arguments_sha256,
+                            arguments=edited_arguments(arguments) if action == "edit" else None,
+                            reason=reason or "", decided_by=who, source="api")
+    if state.signer is not None:  # the proof that the API, not anyone who can write to Temporal, decided (SPEC §4)
+        state.signer.sign(decision, target=wid)
+    handle = state.temporal.get_workflow_handle(wid)
+    try:
+        with state.metrics.verdict_seconds.time():
+            view: ToolApprovalView = await handle.execute_update(AgentRunWorkflow.decide_tool_call, decision)
+    except WorkflowUpdateFailedError as e:
+        cause = e.cause
+        raise HTTPException(status_code=409, detail=getattr(cause, "message", None) or str(e)) from e
+    except RPCError as e:
+        if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+            raise HTTPException(status_code=409, detail=TOOLS_FINISHED) from e
+        raise HTTPException(status_code=503, detail=f"temporal is unavailable: {e.message}") from e
     return view

@@ -7,7 +7,9 @@
 - a PersonaPack or Ensemble ⇒ the Agents and SympoziumSchedules it describes (`personas.py`);
 - a verdict annotation ⇒ a verdict signal, decided by the writer the admission webhook stamped in
   `sympozium.ai/gate-verdict-by` when that webhook is installed for the run's namespace (`verdicts.py`), else
-  by "unverified": without the webhook anyone with `patch` could have written either annotation.
+  by "unverified": without the webhook anyone with `patch` could have written either annotation;
+- a tool-verdict annotation (SPEC §10) ⇒ a tool decision signal, the same way (`sympozium.ai/tool-verdict-by`); the
+  workflow refuses an unverified one: a tool call is never approved by whoever could patch the run.
 
 One watch per kind for all runs, never one per run. On start (and after any watch restart)
 the watches begin with a full list, so whatever happened while the bridge was down is
@@ -35,6 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentrunner.otel import ExportConfigError
 from models import telemetry
 from models.agentrun import TERMINAL_PHASES
+from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION, parse_tool_annotation
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION, parse_annotation
 from models.kube import Conflict, Kube, NotFound, finalizer_removed
 from models.model import MODELS
@@ -116,6 +119,7 @@ class Bridge:
         self._signalled = Memo()  # Job uids whose end was signalled
         self._started = Memo()  # workflow IDs known to be started
         self._verdicts = Memo()  # workflow ID -> the verdict annotation last forwarded
+        self._tool_verdicts = Memo()  # workflow ID -> the tool-verdict annotation last forwarded
         self.identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.packs = PackSync(self.kube)
         self.schedules = ScheduleSync(self.kube, temporal, task_queue=settings.temporal.task_queue)
@@ -227,6 +231,7 @@ class Bridge:
         if typ == "DELETED":
             self._started.discard(wid)
             self._verdicts.discard(wid)
+            self._tool_verdicts.discard(wid)
             return
         if meta.get("deletionTimestamp"):
             await self._cancel(wid, ref)
@@ -235,6 +240,7 @@ class Bridge:
         if phase in TERMINAL_PHASES:
             self._started.discard(wid)
             self._verdicts.discard(wid)
+            self._tool_verdicts.discard(wid)
             return
         if wid not in self._started:
             tick = ((meta.get("annotations") or {}).get(ANNOTATION_TICK))
@@ -248,6 +254,31 @@ class Bridge:
                               parent=str(parent) if parent else None,
                               traceparent=str((meta.get("annotations") or {}).get(ANNOTATION_TRACEPARENT) or ""))
         await self._forward_verdict(obj, ref, wid)
+        await self._forward_tool_verdict(obj, ref, wid)
+
+    async def _forward_tool_verdict(self, obj: dict[str, Any], ref: RunRef, wid: str) -> None:
+        """A decision on a waiting tool call by annotation (SPEC §10), as `_forward_verdict` does a gate's."""
+        meta = obj.get("metadata") or {}
+        notes = meta.get("annotations") or {}
+        text = notes.get(TOOL_VERDICT_ANNOTATION)
+        if not text:
+            self._tool_verdicts.discard(wid)
+            return
+        if self._tool_verdicts.get(wid) == text:
+            return
+        decision = parse_tool_annotation(text)
+        self._tool_verdicts.add(wid, text)
+        if decision is None:
+            log.info("ignoring a malformed tool verdict on %s/%s", ref.namespace, ref.name)
+            return
+        by = notes.get(TOOL_VERDICT_BY_ANNOTATION)
+        decision.decided_by = by if by and await self.webhook.covers(ref.namespace) else UNVERIFIED
+        # The version it was seen in: the workflow refuses a decision written before the calls were waiting.
+        decision.resource_version = meta.get("resourceVersion")
+        if self.signer is not None:
+            self.signer.sign(decision, target=wid)
+        await self.temporal.get_workflow_handle(wid).signal(AgentRunWorkflow.tool_decision, decision)
+        log.info("forwarded a tool decision (%s of call %s) for %s", decision.action, decision.call_id, wid)
 
     async def _forward_verdict(self, obj: dict[str, Any], ref: RunRef, wid: str) -> None:
         """The Sympozium way of giving a verdict: a gate hook patches the run's annotation."""

@@ -375,25 +375,67 @@ def delete_command(target: Target, names: tuple[str, ...]) -> int:
     return runs.delete_runs(Api.of(target), target.ns, list(names))
 
 
-def _verdict_command(action: str, text: str, *, option: str, required: bool, help_: str) -> None:
-    @cli.command(action, help=text + " Through the API, as the token's identity (recorded as the gate's decidedBy).")
+def _verdict_command(action: str, text: str, *, option: str, required: bool, help_: str,
+                     tool: str = "") -> None:
+    """A gate verdict command; with `tool` (approve, reject), also the decision on a tool call (--call)."""
+    text += " Through the API, as the token's identity (recorded as the gate's decidedBy)."
+    if tool:
+        text += f" With --call ID: {tool} the run's tool call ID that waits for approval (SPEC §10)."
+
     @global_options
     @RUN_NAME
     @click.option(option, "response", default="", required=False, help=help_ + (" (required)" if required else ""))
-    @click.option("--reason", default="", help="why (kept with the verdict)")
-    def command(target: Target, name: str, response: str, reason: str) -> int:
+    @click.option("--reason", default="", help="why (kept with the verdict or decision)")
+    def command(target: Target, name: str, response: str, reason: str, call: str | None = None,
+                sha256: str | None = None) -> int:
+        if call is not None:
+            if response:
+                raise click.UsageError(f"{option} is for a gate's verdict, not a tool call's decision")
+            return runs.tool_decision(Api.of(target), session(target), target.ns, name, call, action, sha256=sha256,
+                                      reason=reason)
         return runs.verdict(Api.of(target), target.ns, name, action, response=response, reason=reason)
+
+    if tool:
+        command = click.option("--call", metavar="ID", help="decide this tool call instead of the gate")(command)
+        command = click.option("--sha256", metavar="HASH",
+                               help="the arguments' argumentsSha256 you decide on (default: the waiting call's)")(command)
+    cli.command(action, help=text)(command)
 
 
 _verdict_command("approve", "Approve the response of a run waiting at its gate.", option="--response",
-                 required=False, help_="a text that replaces the agent's response")
+                 required=False, help_="a text that replaces the agent's response", tool="approve")
 _verdict_command("reject", "Reject the response of a run waiting at its gate, with a replacement.",
-                 option="--response", required=True, help_="the text that replaces the agent's response")
+                 option="--response", required=True, help_="the text that replaces the agent's response",
+                 tool="reject (with --reason, which the agent's model reads)")
 _verdict_command("rewrite", "Rewrite the response of a run waiting at its gate.", option="--response",
                  required=True, help_="the text that replaces the agent's response")
 _verdict_command("retry", "Send the response of a run waiting at its gate back: the agent runs again with the "
                           "feedback (with lifecycle.retry; else a reject).", option="--feedback", required=True,
                  help_="what the agent should do differently (it gets it with its task)")
+
+
+@cli.command("edit")
+@global_options
+@RUN_NAME
+@click.option("--call", metavar="ID", required=True, help="the tool call that waits for approval")
+@click.option("--arguments", metavar="JSON", required=True, help="the arguments it runs with instead (a JSON object)")
+@click.option("--sha256", metavar="HASH", help="the original arguments' argumentsSha256 (default: the waiting call's)")
+@click.option("--reason", default="", help="why (kept with the decision)")
+def edit_command(target: Target, name: str, call: str, arguments: str, sha256: str | None, reason: str) -> int:
+    """Approve a tool call that waits for approval with other arguments: it runs with them, and the audit
+    (status.toolApprovals) keeps both. Through the API, as the token's identity."""
+    return runs.tool_decision(Api.of(target), session(target), target.ns, name, call, "edit", sha256=sha256,
+                              arguments=arguments, reason=reason)
+
+
+@cli.command("approvals")
+@global_options
+@RUN_NAME
+@output_option()
+def approvals_command(target: Target, name: str, output: str) -> int:
+    """The run's tool calls that wait for approval (tool, full arguments, their hash) and the decisions so far (from
+    Kubernetes)."""
+    return runs.approvals(session(target), target.ns, name, fmt=output)
 
 
 # -- schedules -----------------------------------------------------------------------------------------------------

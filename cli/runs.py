@@ -1,8 +1,9 @@
-"""`agentrun list | get | logs | run | delete` and the gate verdicts: working with runs from a terminal.
+"""`agentrun list | get | logs | run | delete`, the gate verdicts and the tool-call decisions: working with runs from
+a terminal.
 
-Reads (list, get, logs, watching) go to Kubernetes directly; every user action (run, delete, approve, reject,
-rewrite, retry) goes through the HTTP API (cli/api.py), as the token's identity. `apply` (cli/follow.py) is the one
-Kubernetes write.
+Reads (list, get, logs, watching, the calls that wait for approval) go to Kubernetes directly; every user action (run,
+delete, approve, reject, rewrite, retry, edit) goes through the HTTP API (cli/api.py), as the token's identity.
+`apply` (cli/follow.py) is the one Kubernetes write.
 """
 
 from __future__ import annotations
@@ -217,7 +218,22 @@ def watch_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
             printer.print(r)
         last = r
 
+    shown_calls: list[str] = []
+
+    def calls(obj: dict[str, Any]) -> None:
+        """The tool calls waiting for approval, once each round (a table's row cannot hold their arguments)."""
+        nonlocal shown_calls
+        waiting = _waiting(obj)
+        ids = [str(c.get("id")) for c in waiting]
+        if fmt in ("json", "yaml") or ids == shown_calls:
+            return
+        shown_calls = ids
+        for c in waiting:
+            print(f"  waiting for approval: call {c.get('id')} {c.get('tool')} {c.get('arguments')}"
+                  f"  (agentrun approve {name} --call {c.get('id')})", flush=True)
+
     show(run)
+    calls(run)
     if (run.get("status") or {}).get("phase") in TERMINAL_PHASES:
         return 0  # it has ended: nothing will change any more (kubectl would wait for a change that never comes)
     for event, obj in _watch_one(s, ns, name, run):
@@ -225,8 +241,86 @@ def watch_run(s: Session, ns: str, name: str, *, fmt: str) -> int:
             print(f"agentrun/{name} deleted", flush=True)
             return 0
         show(obj)
+        calls(obj)
         if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
             return 0
+    return 0
+
+
+def _waiting(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls of the run that wait for a decision now (status.toolApproval, state pending)."""
+    st = run.get("status") or {}
+    ta = st.get("toolApproval") or {}
+    if ta.get("state") != "pending" or st.get("phase") in TERMINAL_PHASES:
+        return []
+    return [c for c in ta.get("calls") or [] if isinstance(c, dict)]
+
+
+def approvals(s: Session, ns: str, name: str, *, fmt: str) -> int:
+    """`agentrun approvals NAME`: the tool calls that wait for approval (tool, full arguments, their hash), and the
+    decisions taken so far."""
+    run = s.run(ns, name)
+    st = run.get("status") or {}
+    if fmt in ("json", "yaml"):
+        output.document({"toolApproval": st.get("toolApproval"), "toolApprovals": st.get("toolApprovals") or []}, fmt)
+        return 0
+    waiting = _waiting(run)
+    ta = st.get("toolApproval") or {}
+    if waiting:
+        print(f"agentrun/{name}: {len(waiting)} tool call(s) wait for approval since {ta.get('requestedAt')} (until "
+              f"{ta.get('expiresAt')}, then onTimeout: {ta.get('onTimeout')})")
+        for c in waiting:
+            print(f"\ncall {c.get('id')}: {c.get('tool')}\n  argumentsSha256: {c.get('argumentsSha256')}\n"
+                  f"  arguments: {_pretty(str(c.get('arguments') or '{}'))}")
+        print(f"\ndecide with: agentrun approve {name} --call ID | agentrun reject {name} --call ID --reason TEXT | "
+              f"agentrun edit {name} --call ID --arguments JSON")
+    else:
+        print(f"agentrun/{name}: no tool call waits for approval")
+    decided = [d for d in st.get("toolApprovals") or [] if isinstance(d, dict)]
+    if decided:
+        print()
+        output.table(("CALL", "TOOL", "ACTION", "DECIDED BY", "SOURCE", "AT", "REASON"),
+                     [(str(d.get("callId", "")), str(d.get("tool", "")), str(d.get("action", "")),
+                       str(d.get("decidedBy", "")), str(d.get("source", "")), str(d.get("decidedAt", "")),
+                       str(d.get("reason") or "")) for d in decided])
+    return 0
+
+
+def _pretty(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False).replace("\n", "\n  ")
+    except ValueError:
+        return arguments
+
+
+def tool_decision(api: Api, s: Session, ns: str, name: str, call: str, action: str, *, sha256: str | None,
+                  arguments: str | None = None, reason: str = "") -> int:
+    """Decide a tool call that waits for approval, through the API (as the token's identity). The decision binds the
+    arguments' hash: `sha256`, else the waiting call's as the run's status shows it now."""
+    if sha256 is None:
+        waiting = {str(c.get("id")): c for c in _waiting(s.run(ns, name))}
+        found = waiting.get(call)
+        if found is None:
+            print(f"agentrun/{name}: no call {call} waits for approval (waiting: {', '.join(waiting) or 'none'})",
+                  file=sys.stderr)
+            return 1
+        sha256 = str(found.get("argumentsSha256") or "")
+    body: dict[str, Any] = {"callId": call, "action": action, "argumentsSha256": sha256}
+    if reason:
+        body["reason"] = reason
+    if arguments is not None:
+        try:
+            body["arguments"] = json.loads(arguments)
+        except ValueError as e:
+            print(f"--arguments is not JSON: {e}", file=sys.stderr)
+            return 2
+    try:
+        view = api.call("POST", f"/api/v1/runs/{quote(name, safe='')}/tool-approvals", namespace=ns, body=body)
+    except ApiError as e:
+        return _refused(name, e)
+    rest = view.get("waiting") or []
+    print(f"agentrun/{name}: call {view.get('call_id')} {view.get('action')} by {view.get('decided_by')}; "
+          + (f"still waiting: {', '.join(rest)}" if rest else "the agent goes on"))
     return 0
 
 

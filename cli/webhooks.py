@@ -36,7 +36,7 @@ PACKS = ("skillpacks", "ensembles", "personapacks")
 # The verdict stamp's webhook is called only for writes that change the verdict annotations (on servers that
 # evaluate matchConditions; localkube calls it for every update and the webhook decides).
 VERDICT_CHANGES = (
-    "['sympozium.ai/gate-verdict', 'sympozium.ai/gate-verdict-by'].exists(k, "
+    "['sympozium.ai/gate-verdict', 'sympozium.ai/gate-verdict-by', 'sympozium.ai/tool-verdict', 'sympozium.ai/tool-verdict-by'].exists(k, "
     "(has(object.metadata.annotations) && k in object.metadata.annotations ? object.metadata.annotations[k] : '<none>') "
     "!= (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ? "
     "oldObject.metadata.annotations[k] : '<none>'))")

@@ -1,10 +1,14 @@
 """The controllers of kube-controller-manager that the system relies on.
 
-- namespaces: a `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap in each;
+- namespaces: a `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap in each; a namespace being deleted
+  has its content deleted, then goes;
 - jobs: pods per attempt, status counters and conditions, backoffLimit, activeDeadlineSeconds,
   suspend, podReplacementPolicy, pod tracking finalizers, and the TTL-after-finished cleanup;
 - persistent volume claims: bind each claim to a directory under the state dir, remove the
-  directory when the claim is gone.
+  directory when the claim is gone, and let a claim being deleted go once no running pod uses it
+  (the pvc-protection finalizer).
+
+The garbage collector is in `garbagecollector.py`.
 
 Each reacts to store events through a de-duplicating work queue and writes through
 `APIServer`, exactly as a client would.
@@ -19,8 +23,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .apiserver import INTERNAL, APIServer, DeleteOptions
+from .admission_plugins import PVC_PROTECTION
+from .apiserver import APIServer
 from .errors import StatusError
+from .garbagecollector import GarbageCollector
+from .request import INTERNAL, DeleteOptions
 from .store import DELETED, Event, Obj
 from .util import (
     deep,
@@ -40,6 +47,8 @@ JOB_TRACKING = "batch.kubernetes.io/job-tracking"
 PODS = ("", "pods")
 JOBS = ("batch", "jobs")
 PVCS = ("", "persistentvolumeclaims")
+NAMESPACES = ("", "namespaces")
+NAMESPACE_RECHECK_SECONDS = 0.2  # a namespace whose content is still going is looked at again after this
 Key = tuple[str, str]
 
 
@@ -143,8 +152,11 @@ class NamespaceController:
 
     async def _sync(self, key: Key) -> None:
         ns = key[1]
-        nsobj = self.api.store.get(("", "namespaces"), "", ns)
-        if nsobj is None or nsobj["metadata"].get("deletionTimestamp"):
+        nsobj = self.api.store.get(NAMESPACES, "", ns)
+        if nsobj is None:
+            return
+        if nsobj["metadata"].get("deletionTimestamp"):
+            self._delete_content(key)
             return
         sa_rt = self.api.registry.lookup("", "v1", "serviceaccounts")
         cm_rt = self.api.registry.lookup("", "v1", "configmaps")
@@ -162,6 +174,30 @@ class NamespaceController:
                                              "guaranteed across distributions of Kubernetes clusters."}},
                 "data": {"ca.crt": self.ca_pem},
             }, INTERNAL)
+
+
+    def _delete_content(self, key: Key) -> None:
+        """A namespace being deleted: everything in it is deleted, and the namespace goes once nothing is left
+        (objects with finalizers of their own may take a while: looked at again meanwhile)."""
+        ns = key[1]
+        remaining = 0
+        for rt in self.api.registry.all():
+            if not rt.namespaced or rt.version not in rt.served_versions[:1]:
+                continue
+            for obj in self.api.store.select(rt.key, ns):
+                remaining += 1
+                if not obj["metadata"].get("deletionTimestamp"):
+                    try:
+                        self.api.delete(rt, ns, obj["metadata"]["name"], DeleteOptions(grace_period=None))
+                    except StatusError:
+                        pass
+        nsobj = self.api.store.get(NAMESPACES, "", ns)
+        if nsobj is None:
+            return
+        if remaining:
+            self.queue.add_after(key, NAMESPACE_RECHECK_SECONDS)
+            return
+        self.api.store.remove(NAMESPACES, nsobj)
 
 
 class PVCController:
@@ -187,7 +223,10 @@ class PVCController:
                 self.queue.add((ev.obj["metadata"]["namespace"], ev.obj["metadata"]["name"]))
         elif ev.key == PODS and (ev.type == DELETED or (ev.obj.get("status") or {}).get("phase") in
                                  ("Succeeded", "Failed")):
-            self.api.recheck_pvcs(ev.obj["metadata"]["namespace"])
+            # A pod that finished may release claims that are being deleted.
+            for pvc in self.api.store.select(PVCS, ev.obj["metadata"]["namespace"]):
+                if pvc["metadata"].get("deletionTimestamp"):
+                    self.queue.add((pvc["metadata"]["namespace"], pvc["metadata"]["name"]))
 
     def start(self) -> None:
         self.queue.start()
@@ -196,10 +235,16 @@ class PVCController:
 
     async def _sync(self, key: Key) -> None:
         pvc = self.api.store.get(PVCS, *key)
-        if pvc is None or (pvc.get("status") or {}).get("phase") == "Bound":
+        if pvc is None:
             return
         rt = self.api.registry.lookup("", "v1", "persistentvolumeclaims")
         assert rt is not None
+        if pvc["metadata"].get("deletionTimestamp"):
+            if PVC_PROTECTION in (pvc["metadata"].get("finalizers") or []) and not self._in_use(pvc):
+                self.api.drop_finalizer(rt, pvc, PVC_PROTECTION)
+            return
+        if (pvc.get("status") or {}).get("phase") == "Bound":
+            return
         path = self.volume_path(pvc)
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(0o777)
@@ -218,9 +263,23 @@ class PVCController:
         self.api.update(rt, key[0], key[1], new, INTERNAL, "status")
 
 
+    def _in_use(self, pvc: Obj) -> bool:
+        """Whether a pod that has not finished mounts the claim."""
+        ns, name = pvc["metadata"]["namespace"], pvc["metadata"]["name"]
+        for pod in self.api.store.select(PODS, ns):
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            for v in (pod.get("spec") or {}).get("volumes") or []:
+                if ((v.get("persistentVolumeClaim") or {}).get("claimName")) == name:
+                    return True
+        return False
+
+
 class JobController:
-    def __init__(self, api: APIServer, *, backoff_base: float = 10.0, backoff_max: float = 360.0) -> None:
+    def __init__(self, api: APIServer, gc: GarbageCollector, *, backoff_base: float = 10.0,
+                 backoff_max: float = 360.0) -> None:
         self.api = api
+        self.gc = gc  # its owner index finds a Job's pods
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.queue = WorkQueue("job", self._sync)
@@ -260,7 +319,7 @@ class JobController:
         if job is None:
             return
         uid = job["metadata"]["uid"]
-        pods = [p for p in self.api.dependents(uid, PODS)
+        pods = [p for p in self.gc.dependents(uid, PODS)
                 if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])]
         spec = job["spec"]
         status = deep(job.get("status") or {})

@@ -18,9 +18,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .apiserver import INTERNAL, APIServer, DeleteOptions
+from .apiserver import APIServer
 from .controllers import WorkQueue, record_event
 from .errors import StatusError
+from .request import INTERNAL, DeleteOptions
 from .store import DELETED, Event, Obj
 from .util import deep, owner_ref, set_condition
 from .workloads import REVISION, TEMPLATE_HASH, scaled, selector_matches, template_hash

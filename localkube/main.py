@@ -20,14 +20,17 @@ import uvicorn
 import yaml
 
 from .admission_config import WebhookCredentials
-from .apiserver import INTERNAL, APIServer
+from .apiserver import APIServer
 from .certs import ensure_tls
 from .controllers import JobController, NamespaceController, PVCController
+from .crdfinalizer import CRDFinalizer
 from .deployments import DeploymentController, ReplicaSetController
 from .errors import StatusError
+from .garbagecollector import GarbageCollector
 from .kubelet import Kubelet
 from .rbac import default_cluster_role_bindings, default_cluster_roles
 from .registry import Registry
+from .request import INTERNAL
 from .server import App, Auth
 from .services import EndpointsController, HostsFiles, ServiceProxy
 from .store import Store
@@ -132,6 +135,7 @@ class LocalKube:
         store = Store(window=opts.event_window, db_path=db)
         registry = Registry()
         api = APIServer(store, registry)
+        gc = GarbageCollector(api)
         if opts.admission_config is not None:
             api.webhooks.credentials = WebhookCredentials.load(opts.admission_config)
         auth = self._load_auth()
@@ -146,7 +150,8 @@ class LocalKube:
         self._seed(api)
         pvcs = PVCController(api, opts.state_dir / "volumes")
         namespaces = NamespaceController(api, tls.ca_pem)
-        jobs = JobController(api, backoff_base=opts.job_backoff_seconds)
+        jobs = JobController(api, gc, backoff_base=opts.job_backoff_seconds)
+        crds = CRDFinalizer(api)
         replicasets = ReplicaSetController(api)
         deployments = DeploymentController(api)
         endpoints = EndpointsController(api)
@@ -154,14 +159,15 @@ class LocalKube:
         hosts = HostsFiles(api, opts.state_dir / "dns")
         kubelet = Kubelet(api, auth, pvcs, opts.state_dir, server_url=url, ca_pem=tls.ca_pem, max_pods=opts.max_pods,
                           image_map=opts.image_map, hosts=hosts)
-        app = App(api, auth, logs=kubelet, bookmark_interval=opts.bookmark_interval)
+        app = App(api, auth, logs=kubelet.logs, bookmark_interval=opts.bookmark_interval)
         app.host = f"127.0.0.1:{self.port}"
         # Every request's user and path: private, as the rest of the state.
         audit = private_log(opts.audit_log) if opts.audit_log is not None else None
         app.audit = audit
         self.app = app
         self.api = api
-        api.start()
+        gc.start()
+        crds.start()
         namespaces.start()
         pvcs.start()
         jobs.start()
@@ -196,9 +202,9 @@ class LocalKube:
             await kubelet.stop()
             await proxy.stop()
             await serve_task
-            for c in (jobs, pvcs, namespaces, replicasets, deployments, endpoints):
+            for c in (jobs, pvcs, namespaces, crds, replicasets, deployments, endpoints):
                 await c.queue.stop()
-            await api.stop()
+            await gc.stop()
             store.close()
             if audit is not None:
                 audit.close()

@@ -111,6 +111,34 @@ class RBACSource(Protocol):
     def list_cluster_role_bindings(self) -> Iterable[Mapping[str, Any]]: ...
 
 
+class StoredObjects(Protocol):
+    """localkube's object store, as far as `StoreRBAC` reads it."""
+
+    def get(self, key: tuple[str, str], namespace: str, name: str) -> Any: ...
+
+    def select(self, key: tuple[str, str], namespace: str | None = None) -> list[Any]: ...
+
+
+class StoreRBAC:
+    """The RBACSource of a running localkube: its stored Roles, ClusterRoles and bindings, read at each decision
+    (the RBAC authorizer's listers)."""
+
+    def __init__(self, store: StoredObjects) -> None:
+        self.store = store
+
+    def get_role(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.store.get((RBAC_GROUP, "roles"), namespace, name)
+
+    def get_cluster_role(self, name: str) -> Mapping[str, Any] | None:
+        return self.store.get((RBAC_GROUP, "clusterroles"), "", name)
+
+    def list_role_bindings(self, namespace: str) -> list[Any]:
+        return self.store.select((RBAC_GROUP, "rolebindings"), namespace)
+
+    def list_cluster_role_bindings(self) -> list[Any]:
+        return self.store.select((RBAC_GROUP, "clusterrolebindings"))
+
+
 # --------------------------------------------------------------------------------------------------
 # Rule evaluation (pkg/apis/rbac/v1/evaluation_helpers.go)
 # --------------------------------------------------------------------------------------------------

@@ -21,11 +21,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .apiserver import INTERNAL, APIServer, DeleteOptions
+from .apiserver import APIServer
 from .controllers import WorkQueue
 from .deployments import pod_ready
 from .errors import StatusError
 from .network import ENDPOINTS, SERVICES, hosts_file, target_port
+from .request import INTERNAL, DeleteOptions
 from .store import DELETED, Event, Obj
 from .util import deep
 from .workloads import selector_matches

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, WithJsonSchema, model_validator
 
+from .approvals import ToolApprovalStatus, ToolDecisionRecord
 from .base import K8sModel
 from .bounds import (
     ARG_MAX_BYTES,
@@ -264,6 +265,10 @@ class GateStatus(K8sModel):
     # API's metrics count verdicts by.
     source: str | None = None
     reason: str | None = None
+    # New: while the gate waits, the response it holds (the first RESPONSE_SHOWN_MAX_BYTES), so an approver sees what
+    # they decide on; the gate's final status no longer carries it (status.result has the final text).
+    response: str | None = None
+    response_cut: bool | None = None
 
 
 class AttemptRecord(K8sModel):
@@ -313,6 +318,13 @@ class AgentRunStatus(K8sModel):
     token_usage: TokenUsage | None = None
     gate_verdict: str | None = None
     gate: GateStatus | None = None
+    # New (SPEC §10): the round of tool calls waiting for a person (or the last one), and every decision on one.
+    tool_approval: ToolApprovalStatus | None = None
+    tool_approvals: list[ToolDecisionRecord] | None = None
+    # New (SPEC §10): the agent's active time across its containers (what `timeout` bounds), and the time the run
+    # waited with no pod of the agent: for tool approvals and at the gate.
+    active_ms: int | None = None
+    waited_ms: int | None = None
     attempt: int | None = None  # a run with lifecycle.retry: the attempt running (or the last one)
     attempts: list[AttemptRecord] | None = None  # the last ATTEMPTS_KEPT attempts the gate decided
     # New: how often the agent was started again after its pod was lost (condition AgentRestarted says why).

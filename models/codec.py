@@ -21,15 +21,8 @@ before signatures and where no signing key is set (models/gate.py `marked`).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
-import re
-import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import ClassVar
 
 from cryptography.exceptions import InvalidTag
@@ -37,103 +30,51 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from .approvals import ToolDecision
 from .converter import PayloadConverter
 from .gate import Verdict
+from .keyfiles import (  # the key files: where the codec's callers have always found them
+    CODEC_KEYS_HEADER as CODEC_KEYS_HEADER,
+)
+from .keyfiles import (
+    KEY_BYTES as KEY_BYTES,
+)
+from .keyfiles import (
+    KEY_ID as KEY_ID,
+)
+from .keyfiles import (
+    SIGNING_KEYS_HEADER as SIGNING_KEYS_HEADER,
+)
+from .keyfiles import (
+    CodecKeys as CodecKeys,
+)
+from .keyfiles import (
+    KeyFileError as KeyFileError,
+)
+from .keyfiles import (
+    ensure_key_file as ensure_key_file,
+)
+from .keyfiles import (
+    load_keys as load_keys,
+)
+from .keyfiles import (
+    new_key_line as new_key_line,
+)
+from .keyfiles import (
+    parse_keys as parse_keys,
+)
 from .signing import Signed, Signer
 
 ENCODING = b"binary/encrypted"
 METADATA_ENCODING = "encoding"
 METADATA_KEY_ID = "encryption-key-id"
-KEY_BYTES = 32
 NONCE_BYTES = 12
 # On a decoded payload, inside our processes only: it arrived encrypted with one of the codec keys.
 METADATA_SEALED = "agentrun-sealed"
-KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 class CodecError(ValueError):
     """A payload that cannot be decrypted (unknown key ID, tampered or truncated data); the message says which."""
-
-
-class KeyFileError(ValueError):
-    """A key file that cannot be used; the message names the file and the line."""
-
-
-@dataclass(frozen=True)
-class CodecKeys:
-    """The keys by ID; `writing` is the one new payloads are encrypted with."""
-
-    writing: str
-    keys: dict[str, bytes] = field(repr=False)
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        if self.writing not in self.keys:
-            raise KeyFileError(f"{self.source or 'codec keys'}: the writing key {self.writing!r} is not among the keys")
-
-
-def parse_keys(text: str, *, source: str = "codec keys", what: str = "AES-256") -> CodecKeys:
-    """`<id> <base64 key>` lines (blank lines and `#` comments ignored); the first key writes (or signs: the verdict
-    signing keys of models/signing.py have the same format, `what` names their use)."""
-    keys: dict[str, bytes] = {}
-    for n, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        parts = line.split()
-        if len(parts) != 2:
-            raise KeyFileError(f"{source}, line {n}: expected '<key id> <base64 key>', got {len(parts)} field(s)")
-        kid, b64 = parts
-        if not KEY_ID.match(kid):
-            raise KeyFileError(f"{source}, line {n}: key id {kid!r} must be 1-63 letters, digits, '.', '_' or '-'")
-        if kid in keys:
-            raise KeyFileError(f"{source}, line {n}: key id {kid!r} appears twice")
-        try:
-            key = base64.b64decode(b64, validate=True)
-        except (binascii.Error, ValueError) as e:
-            raise KeyFileError(f"{source}, line {n}: the key of {kid!r} is not base64 ({e})") from e
-        if len(key) != KEY_BYTES:
-            raise KeyFileError(f"{source}, line {n}: the key of {kid!r} is {len(key)} bytes; {what} needs "
-                               f"{KEY_BYTES} (generate one with `agentrun codec new-key`)")
-        keys[kid] = key
-    if not keys:
-        raise KeyFileError(f"{source}: no keys (lines of '<key id> <base64 key>'; the first one writes)")
-    return CodecKeys(writing=next(iter(keys)), keys=keys, source=source)
-
-
-def load_keys(path: str | Path, *, variable: str = "AGENTRUN_TEMPORAL__CODEC_KEYS_FILE",
-              what: str = "AES-256") -> CodecKeys:
-    source = f"{variable}={path}"
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise KeyFileError(f"{source}: cannot read it ({e.strerror or e})") from e
-    except UnicodeDecodeError as e:
-        raise KeyFileError(f"{source}: not a text file ({e})") from e
-    return parse_keys(text, source=source, what=what)
-
-
-def new_key_line(key_id: str = "") -> str:
-    """A fresh `<id> <base64 key>` line; the ID defaults to the date and a random suffix."""
-    kid = key_id or f"k{datetime.now(UTC):%Y%m%d}-{secrets.token_hex(3)}"
-    if not KEY_ID.match(kid):
-        raise KeyFileError(f"key id {kid!r} must be 1-63 letters, digits, '.', '_' or '-'")
-    return f"{kid} {base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
-
-
-CODEC_KEYS_HEADER = "# codec keys: '<id> <base64 key>' per line; the first one encrypts, all of them decrypt"
-SIGNING_KEYS_HEADER = "# verdict signing keys: '<id> <base64 key>' per line; the first one signs, all of them verify"
-
-
-def ensure_key_file(path: Path, *, header: str = CODEC_KEYS_HEADER) -> Path:
-    """A key file with one fresh key at `path` unless one is there (readable by its owner only)."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(header + "\n")
-            f.write(new_key_line() + "\n")
-    return path
 
 
 class EncryptionCodec(PayloadCodec):
@@ -203,7 +144,7 @@ class SealAwarePayloadConverter(PayloadConverter):
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[object]:
         values = super().from_payloads(payloads, type_hints)
         for payload, value in zip(payloads, values, strict=True):
-            if isinstance(value, Verdict) and self.marks_seals:
+            if isinstance(value, Verdict | ToolDecision) and self.marks_seals:
                 value.sealed = payload.metadata.get(METADATA_SEALED) == b"1"
             if isinstance(value, Signed) and self.verifier is not None:
                 value.signed = self.verifier.verify(value)

@@ -169,6 +169,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
             columns=[{"name": "Agent", "type": "string", "jsonPath": ".spec.agentRef"},
                      {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
                      {"name": "Gate", "type": "string", "jsonPath": ".status.gate.state"},
+                     {"name": "Tools", "type": "string", "jsonPath": ".status.toolApproval.state"},
                      {"name": "Verdict", "type": "string", "jsonPath": ".status.gateVerdict", "priority": 1},
                      {"name": "Tokens", "type": "integer", "jsonPath": ".status.tokenUsage.totalTokens",
                       "priority": 1},

@@ -14,7 +14,10 @@ from pydantic import BaseModel
 SUBJECT_PREFIX = "sympozium"
 
 Topic = Literal["agent.run.started", "agent.run.phase", "agent.run.gate.pending", "agent.run.gate.refused",
-                "agent.run.completed", "agent.run.failed"]
+                "agent.run.completed", "agent.run.failed", "agent.run.tool.pending", "agent.run.tool.decided",
+                "agent.run.tool.refused"]
+# An event's data values: text and numbers, and for agent.run.tool.pending the calls ({id, tool, argumentsSha256}).
+EventValue = str | int | None | list[dict[str, str]]
 
 
 class RunEvent(BaseModel):
@@ -27,7 +30,7 @@ class RunEvent(BaseModel):
     workflow_id: str
     seq: int
     timestamp: str
-    data: dict[str, str | int | None]
+    data: dict[str, EventValue]
 
     @property
     def subject(self) -> str:

@@ -115,17 +115,18 @@ def component_label(component: str) -> str:
     return _COMPONENT_LABEL.get(component, component)
 
 
-def job_name(run: str, component: Component, attempt: int = 1, restart: int = 0) -> str:
+def job_name(run: str, component: Component, attempt: int = 1, restart: int = 0, resumed: int = 0) -> str:
     """`<run>`, `<run>-prerun`, `<run>-postrun`, `<run>-postgate`; from a retried run's second attempt on,
     its agent and gate Jobs are `<run>-try<N>` and `<run>-try<N>-postrun`; an agent started again after its pod
-    was lost runs in `<run>-restart<R>` (`<run>-try<N>-restart<R>`). A name too long for a Job is shortened
+    was lost runs in `<run>-restart<R>` (`<run>-try<N>-restart<R>`), one started again after a wait (SPEC §10) in
+    `<run>-resume<W>` (`<run>-try<N>-resume<W>-restart<R>` after both). A name too long for a Job is shortened
     with a hash.
 
     Cutting alone would give a 63-character run's three Jobs the same name, and the agent
     step would then adopt the preRun Job as its own.
     """
-    suffix = (f"-try{attempt}" if attempt > 1 else "") + (f"-restart{restart}" if restart else "") \
-        + _JOB_SUFFIX[component]
+    suffix = (f"-try{attempt}" if attempt > 1 else "") + (f"-resume{resumed}" if resumed else "") \
+        + (f"-restart{restart}" if restart else "") + _JOB_SUFFIX[component]
     name = run + suffix
     if len(name) <= MAX_LABEL_VALUE:
         return name
@@ -136,15 +137,15 @@ def job_name(run: str, component: Component, attempt: int = 1, restart: int = 0)
 
 def agent_job_of(run: dict[str, object], attempt: int) -> str:
     """The agent Job whose log is the agent's of `attempt`, from a run object as stored: the last attempt's is the
-    one `status.jobName` names (after a restart, `<run>-restart<R>`, the pod that reported the result), an earlier
-    attempt's its first."""
+    one `status.jobName` names (after a restart or a resume, `<run>-restart<R>` or `<run>-resume<W>`, the pod that
+    reported last), an earlier attempt's its first."""
     meta = run.get("metadata")
     name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
     status = run.get("status")
     status = status if isinstance(status, dict) else {}
     first = job_name(name, "agent-run", attempt)
     current = str(status.get("jobName") or "")
-    if attempt == int(status.get("attempt") or 1) and current.startswith(first + "-restart"):
+    if attempt == int(status.get("attempt") or 1) and current.startswith((first + "-restart", first + "-resume")):
         return current
     return first
 

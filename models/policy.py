@@ -1,7 +1,8 @@
 """The `SympoziumPolicy` resource (SPEC §1.5), both shapes normalised into `PolicyRules`.
 
 The current shape has `toolGating`, `sandboxPolicy`, `subagentPolicy`, `imagePolicy`,
-`lifecyclePolicy`, `featureGates`, `gatePolicy` (who may decide a gate); the docs shape has `template`, `requireApproval`,
+`lifecyclePolicy`, `featureGates`, `gatePolicy` (who may decide a gate and a tool call), `toolApproval` (how long a
+tool call waits for a decision); the docs shape has `template`, `requireApproval`,
 `allowedTools`, `sandbox`. Enforcement reads only `PolicyRules`.
 
 A docs-shape `template` means the built-in policy of that name (`TEMPLATES`, shipped as
@@ -32,7 +33,8 @@ RESERVED_AGENT_ENV: dict[str, str] = {
     "AGENT_SIDECAR_TOOLS": "its SkillPacks' sidecar tools", "SIDECAR_TOOLS_MANIFEST_PATH": "its SkillPacks' sidecar tools",
     "AGENT_SKILL_PARAMS": "its skills' params", "SYMPOZIUM_SKILL_TARGETS": "its SkillPacks' sidecars",
     "EXEC_DIR": "the pod's executor", "EXEC_TARGETS": "the pod's executor", "EXEC_DEFAULT_TARGET": "the pod's executor",
-    "AGENT_STATE_DIR": "the run's journal", "WORKSPACE_DIR": "the pod's layout", "SKILLS_DIR": "the pod's layout",
+    "AGENT_STATE_DIR": "the run's journal", "AGENT_WAITS": "the run's tool approvals",
+    "AGENT_RESUME": "the run's tool approvals", "WORKSPACE_DIR": "the pod's layout", "SKILLS_DIR": "the pod's layout",
     "AGENT_CONTEXT_DIR": "the pod's layout", "AGENT_IPC_DIR": "the pod's layout",
     # A long task or system prompt is read from the run's input Secret: env naming another file would replace it
     # with whatever that file holds (one a preRun hook wrote, or one of the agent container's own).
@@ -176,15 +178,25 @@ class GatePolicy(K8sModel):
         return identity in self.approving_users or not self.approving_groups.isdisjoint(groups)
 
     def refusal(self, identity: str, groups: list[str] | tuple[str, ...] = (), *, creator: str | None,
-                policy: str) -> Refusal | None:
-        """Why `identity` may not decide a run created by `creator` under this policy; None: it may."""
+                policy: str, what: str = "this gate", its: str = "its gate") -> Refusal | None:
+        """Why `identity` may not decide a run created by `creator` under this policy (`what`, `its`: the gate, or
+        its tool calls); None: it may."""
         if self.approvers and not self.approves(identity, groups):
-            return Refusal(RULE_APPROVERS, f'"{identity}" may not decide this gate: it is not among the approvers '
+            return Refusal(RULE_APPROVERS, f'"{identity}" may not decide {what}: it is not among the approvers '
                                            f'of policy "{policy}" ({RULE_APPROVERS})')
         if self.require_distinct_approver and creator and identity == creator:
-            return Refusal(RULE_DISTINCT_APPROVER, f'"{identity}" created this run and may not decide its gate '
+            return Refusal(RULE_DISTINCT_APPROVER, f'"{identity}" created this run and may not decide {its} '
                                                    f'under policy "{policy}" ({RULE_DISTINCT_APPROVER})')
         return None
+
+
+class ToolApprovalPolicy(K8sModel):
+    """How long a tool call that needs approval (toolGating `ask`) waits for a decision, and what happens then (SPEC
+    §10). It lives in the policy, not the run: a run's creator cannot approve their own calls by waiting out a short
+    timeout of their choosing."""
+
+    timeout: str = "30m"  # Go duration
+    on_timeout: Literal["deny", "allow"] = "deny"
 
 
 class EgressRule(K8sModel):
@@ -222,6 +234,7 @@ class PolicySpec(K8sModel):
     feature_gates: dict[str, bool] = Field(default_factory=dict)
     denied_env: list[str] = Field(default_factory=list)
     gate_policy: GatePolicy | None = None
+    tool_approval: ToolApprovalPolicy | None = None
     network_policy: NetworkPolicySpec | None = None
     model_policy: ModelPolicySpec | None = None
     # docs shape
@@ -252,6 +265,7 @@ class PolicyRules(K8sModel):
     denied_env: list[str] = Field(default_factory=lambda: list(ALWAYS_DENIED_ENV))
     feature_gates: dict[str, bool] = Field(default_factory=dict)
     gate: GatePolicy = Field(default_factory=GatePolicy)
+    tool_approval: ToolApprovalPolicy = Field(default_factory=ToolApprovalPolicy)
     # sandboxPolicy.maxCPU / maxMemory: the most any one container of a run may request or be limited to.
     max_cpu: str = ""
     max_memory: str = ""
@@ -275,6 +289,11 @@ class PolicyRules(K8sModel):
         return ToolPolicy(name=self.name, template=self.template, default_action=self.default_tool_action,
                           allow=tuple(self.allowed_tools), deny=tuple(self.denied_tools),
                           ask=tuple(self.approval_tools))
+
+    @property
+    def asks(self) -> bool:
+        """Some tool needs a person's approval under these rules (an `ask` rule, or `ask` as the default)."""
+        return bool(self.approval_tools) or self.default_tool_action == "ask"
 
     def image_allowed(self, image: str) -> bool:
         """imagePolicy.allowedRegistries: a prefix match; no list allows every image."""
@@ -329,6 +348,8 @@ def normalize_policy(obj: dict[str, Any]) -> PolicyRules:
     rules.feature_gates = dict(spec.feature_gates)
     if spec.gate_policy:
         rules.gate = spec.gate_policy
+    if spec.tool_approval:
+        rules.tool_approval = spec.tool_approval
     rules.denied_env = sorted(set(ALWAYS_DENIED_ENV) | set(spec.denied_env))
     # docs shape, on top of the template and the current-shape fields
     if spec.allowed_tools:

@@ -52,6 +52,7 @@ from .skills import ResolvedSkillPack
 DEFAULT_RUN_TIMEOUT = "10m"
 DEFAULT_HOOK_TIMEOUT = "5m"
 DEFAULT_GATE_TIMEOUT = "10m"
+DEFAULT_TOOL_APPROVAL_TIMEOUT = "30m"
 DEFAULT_WORKSPACE_SIZE = "1Gi"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -87,6 +88,13 @@ class ResolvedRetry(K8sModel):
     max_attempts: int
     backoff_seconds: float = 0
     max_chain_tokens: int | None = None
+
+
+class ResolvedToolApproval(K8sModel):
+    """The policy's `toolApproval`, for a run whose agent may need a person's approval (SPEC §10)."""
+
+    timeout_seconds: int
+    on_timeout: Literal["deny", "allow"] = "deny"
 
 
 class RunRef(K8sModel):
@@ -148,6 +156,9 @@ class ResolvedRun(K8sModel):
     tools_resources: Resources = Field(default_factory=lambda: TOOLS_DEFAULT.model_copy(deep=True))
     # Where the agent exports its spans: its Agent's enabled `observability`, checked (None: it exports none).
     observability: ObservabilitySpec | None = None
+    # Set when the policy makes some tool ask for a person's approval: the agent may park a call and wait (SPEC §10),
+    # so it keeps a journal. None for runs resolved before approvals existed, and without `ask`.
+    tool_approval: ResolvedToolApproval | None = None
 
     @property
     def has_hooks(self) -> bool:
@@ -155,8 +166,9 @@ class ResolvedRun(K8sModel):
 
     @property
     def journal(self) -> bool:
-        """The agent keeps a journal on the workspace PVC: a restartable agent continues from it."""
-        return self.agent_restarts > 0
+        """The agent keeps a journal on the workspace PVC: a restartable agent, or one that may wait for an approval,
+        continues from it."""
+        return self.agent_restarts > 0 or self.tool_approval is not None
 
     @property
     def has_workspace(self) -> bool:
@@ -414,11 +426,21 @@ def resolve_run(
         tools_resources=resolve_resources([], TOOLS_DEFAULT, Caps(cpu=policy.max_cpu, memory=policy.max_memory,
                                                                   where=policy.named()) if policy else None),
         tool_rules=policy.agent_tool_policy() if policy is not None else "",
+        tool_approval=_tool_approval(policy),
     )
     _check_bounds(spec, agent, resolved)
     if policy is not None:
         check_policy(resolved, policy)
     return resolved
+
+
+def _tool_approval(policy: PolicyRules | None) -> ResolvedToolApproval | None:
+    if policy is None or not policy.asks:
+        return None
+    return ResolvedToolApproval(
+        timeout_seconds=_seconds(policy.tool_approval.timeout, DEFAULT_TOOL_APPROVAL_TIMEOUT,
+                                 f"{policy.named()} toolApproval.timeout"),
+        on_timeout=policy.tool_approval.on_timeout)
 
 
 def _check_bounds(spec: AgentRunSpec, agent: AgentProfile, run: ResolvedRun) -> None:

@@ -39,6 +39,10 @@ class ConditionType(StrEnum):
     AGENT_RESTARTED = "AgentRestarted"
     # A SkillPack's sidecar has no command: it runs the executor alone, not its image's entrypoint.
     ENTRYPOINT_NOT_RUN = "EntrypointNotRun"
+    # Tool calls wait for a person's decision with no pod of the run (SPEC §10): True while they wait (which calls,
+    # since when, until when), False once the round is decided.
+    AWAITING_TOOL_APPROVAL = "AwaitingToolApproval"
+    TOOL_DECISION_REFUSED = "ToolDecisionRefused"  # the last tool decision refused, and who sent it
 
 
 class Reason(StrEnum):
@@ -57,6 +61,15 @@ class Reason(StrEnum):
     OLDER_THAN_GATE = "OlderThanGate"
     ALREADY_DECIDED = "AlreadyDecided"
     RUN_FINISHED = "RunFinished"
+    # AwaitingToolApproval's reasons, and why a tool decision was refused (ToolDecisionRefused's reason).
+    CALLS_PENDING = "CallsPending"
+    CALLS_DECIDED = "CallsDecided"
+    NO_CALL_PENDING = "NoCallPending"
+    UNKNOWN_CALL = "UnknownCall"
+    OTHER_ARGUMENTS = "OtherArguments"
+    OLDER_THAN_WAIT = "OlderThanWait"
+    UNVERIFIED_WRITER = "UnverifiedWriter"
+    BAD_DECISION = "BadDecision"
 
 
 class FailureReason(StrEnum):

@@ -21,8 +21,10 @@ SA_NAME = SearchAttributeKey.for_keyword("AgentRunName")
 SA_AGENT = SearchAttributeKey.for_keyword("AgentName")
 SA_PHASE = SearchAttributeKey.for_keyword("AgentRunPhase")
 SA_GATE = SearchAttributeKey.for_keyword("GateState")
+# "pending" while tool calls wait for a person (SPEC §10), "decided" once the last round was decided.
+SA_TOOL_APPROVAL = SearchAttributeKey.for_keyword("ToolApprovalState")
 
-ALL_KEYS: tuple[SearchAttributeKey[str], ...] = (SA_NAMESPACE, SA_NAME, SA_AGENT, SA_PHASE, SA_GATE)
+ALL_KEYS: tuple[SearchAttributeKey[str], ...] = (SA_NAMESPACE, SA_NAME, SA_AGENT, SA_PHASE, SA_GATE, SA_TOOL_APPROVAL)
 # name -> the type's name as `temporal operator search-attribute create --type` spells it.
 SEARCH_ATTRIBUTES: dict[str, str] = {k.name: "Keyword" for k in ALL_KEYS}
 

@@ -25,12 +25,11 @@ import hashlib
 import hmac
 import json
 import secrets
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-if TYPE_CHECKING:  # (models/codec.py imports the verdicts, which are Signed: no import at load)
-    from .codec import CodecKeys
+from .keyfiles import CodecKeys, load_keys
 
 CONTEXT = b"agentrun-signed-message-v1"
 SIGNING_KEYS_VARIABLE = "AGENTRUN_TEMPORAL__SIGNING_KEYS_FILE"
@@ -93,9 +92,7 @@ class Signer:
 
 
 def load_signer(path: str) -> Signer:
-    """The signer of a key file; a file it cannot use is a KeyFileError (models/codec.py) naming it and the line."""
-    from .codec import load_keys
-
+    """The signer of a key file; a file it cannot use is a KeyFileError (models/keyfiles.py) naming it and the line."""
     return Signer(load_keys(path, variable=SIGNING_KEYS_VARIABLE, what="HMAC-SHA256"))
 
 

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .agentrun import AgentRunStatus, Condition
+from .approvals import AgentWait
 from .events import RunEvent
 from .names import Component
 from .resolve import ResolvedRun, RunRef
@@ -40,6 +41,9 @@ class Metrics(BaseModel):
     # What these tokens cost (decimal USD), priced by the worker as the agent's outcome was read (models/pricing.py);
     # None: not priced (a model without a known price, or an outcome read before prices existed).
     cost_usd: str | None = None
+    # The agent's active time across the containers of its attempt, as its journal counts it (SPEC §10: what the
+    # run's timeout bounds); 0 where the agent did not say.
+    active_ms: int = 0
 
 
 class Pricing(BaseModel):
@@ -53,7 +57,8 @@ class Pricing(BaseModel):
 class AgentOutcome(BaseModel):
     """What the agent run produced, as the workflow records it."""
 
-    status: Literal["success", "error", "skipped"]
+    # "waiting": the agent parked (its container ended) until a person decides on `wait` (SPEC §10).
+    status: Literal["success", "error", "skipped", "waiting"]
     response: str = ""
     error: str = ""
     exit_code: int = 0
@@ -63,6 +68,7 @@ class AgentOutcome(BaseModel):
     # Why the agent's pod was lost before it reported a result (deleted, evicted, its node gone: results.lost_why);
     # "" for an agent that ended by itself. A lost agent may be started again, to continue from its journal.
     lost: str = ""
+    wait: AgentWait | None = None  # status "waiting": what the agent waits for
 
 
 # The most of an agent's response (or error) that enters a Temporal payload and status.result: well under
@@ -122,6 +128,9 @@ class JobRequest(BaseModel):
     # The W3C traceparent of the workflow's span for this Job (the agent's attempt, the hooks): TRACEPARENT in
     # every container of its pod ("" : none).
     traceparent: str = ""
+    # The agent started again after a wait (SPEC §10): its Job of this resume (names.job_name), and AGENT_RESUME.
+    resumed: int = 0
+    resume: str | None = None
 
 
 class JobRef(BaseModel):
@@ -235,6 +244,23 @@ class JobReport(BaseModel):
     state: JobState
     hook: HookOutcome | None = None  # a finished hook Job
     agent: AgentOutcome | None = None  # a finished (or given up) agent Job
+
+
+class ParkAgent(BaseModel):
+    """The agent parked (SPEC §10): keep the logs of the run's Jobs and delete them, so that no pod of the run exists
+    while it waits (the activity returns once none is left); clear a tool-verdict annotation written before the wait
+    (the run's resourceVersion after that tells later annotation decisions from older ones); then write `status`
+    and publish `events`."""
+
+    ref: RunRef
+    jobs: list[JobRef] = Field(default_factory=list)
+    status: StatusUpdate
+    events: list[RunEvent] = Field(default_factory=list)
+
+
+class Parked(BaseModel):
+    run_version: str | None = None
+    unpublished: list[RunEvent] = Field(default_factory=list)
 
 
 class StatusChange(BaseModel):

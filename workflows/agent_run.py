@@ -34,9 +34,18 @@ with workflow.unsafe.imports_passed_through():
     from activities.kube import RUN_GONE, KubeActivities
     from models import tracecontext
     from models.agentrun import AgentRunStatus, GateStatus, TokenUsage
+    from models.approvals import (
+        TOOL_APPROVAL,
+        ToolApprovalStatus,
+        ToolApprovalView,
+        ToolDecision,
+        resume_env,
+    )
+    from models.approvals import marked as marked_decision
     from models.gate import (
         GateView,
         Verdict,
+        cut_utf8,
         marked,
         retry_task,
     )
@@ -47,9 +56,10 @@ with workflow.unsafe.imports_passed_through():
         Phase,
         RunResult,
         RunState,
+        StatusUpdate,
         workflow_id,
     )
-    from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE
+    from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE, SA_TOOL_APPROVAL
     from models.signing import authenticated
     from models.slots import SLOT_SIGNAL, SlotNotice
     from models.steps import (
@@ -62,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         JobReport,
         JobStarted,
         ObserveJob,
+        ParkAgent,
         Pricing,
         Published,
         Resolution,
@@ -80,6 +91,7 @@ with workflow.unsafe.imports_passed_through():
     from .run_record import RunRecord
     from .run_status import final_status, job_request, job_status, job_summary
     from .slot_client import SlotClient
+    from .tool_approval import ToolApprovals, ToolRefusal
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -109,6 +121,11 @@ MIN_RESTART_SECONDS = 5
 # encrypted was the proof, which the codec server's /codec/encode gave any API token. Set where the first verdict is
 # handled, so only runs that get a verdict carry it.
 SIGNED_VERDICTS_PATCH = "signed-verdicts"
+# Runs whose agent parks with this marker wait for people's decisions on its tool calls with no pod of the run
+# (SPEC §10: status.toolApproval, the search attribute, the park step), then start it again with them.
+TOOL_APPROVAL_PATCH = "tool-approvals"
+# The held response the gate's status shows while it waits (the approver's view; AGENT_RESULT's bound).
+GATE_RESPONSE_SHOWN_BYTES = 32 * 1024
 
 __all__ = ["SA_NAME", "SA_NAMESPACE", "SA_PHASE", "AgentRunWorkflow", "RunResult", "RunState", "workflow_id"]
 
@@ -120,6 +137,7 @@ class AgentRunWorkflow:
         self._run: ResolvedRun | None = None
         self._watch = JobWatch(self._observe, self._stop)  # the bridge's signals, the fallback look, deadlines
         self._made = Made()  # the run's Jobs and workspace, for the cleanup step
+        self._resumed_status: AgentRunStatus | None = None  # what an agent started again after a wait writes
         self._gate = Gate()
         self._slots = SlotClient()
         self._record = RunRecord(self._state)  # conditions and events, until a step writes them
@@ -130,7 +148,10 @@ class AgentRunWorkflow:
         self._naming = False  # a later attempt's steps run: their summaries name it ("attempt 2: ...")
         self._final: StatusChange | None = None  # the final status, for the cleanup step to write first
         self._observe_locally = False  # LOCAL_OBSERVE_PATCH
-        self._nonces: set[str] = set()  # of the signed verdicts taken as ours: each is good once
+        self._nonces: set[str] = set()  # of the signed verdicts (and tool decisions) taken as ours: each is good once
+        self._tools = ToolApprovals()  # tool calls waiting for people (SPEC §10)
+        self._active_ms = 0  # the agent's active time of the attempts that ended (SPEC §10: what timeout bounds)
+        self._waited_ms = 0  # time parked: at tool approvals, at the gate
         self._trace_id = ""  # the run's W3C trace ID (status.traceID; "" : not traced)
 
     # -- handlers (the same names as version 1, so the bridge, API and CLI speak to both) -----------------
@@ -187,6 +208,38 @@ class AgentRunWorkflow:
     def _check_verdict(self, verdict: Verdict) -> None:
         if not self._gate.strict:  # strict runs take every Update in, to record a refusal in the history
             self._gate.check(verdict)
+
+    @workflow.query
+    def tool_approval(self) -> ToolApprovalStatus | None:
+        """The round of tool calls waiting for people (state pending), or the last one."""
+        return self._tools.status
+
+    @workflow.signal
+    def tool_decision(self, decision: ToolDecision) -> None:
+        """A decision without a reply (the annotation path): taken if its call waits for one, else refused and
+        recorded."""
+        self._tools.offer(self._authentic_decision(decision), decided_at=rfc3339(workflow.now()))
+        self._record.decisions_of(self._tools)
+
+    @workflow.update
+    async def decide_tool_call(self, decision: ToolDecision) -> ToolApprovalView:
+        """A decision with a reply (the API, or Temporal): the call as decided and what still waits. A decision the
+        run cannot take fails the Update with the reason (the API answers 409), and is recorded in the history and
+        the conditions. Every Update is taken in (no validator), so that refusals are recorded too."""
+        decision = self._authentic_decision(decision)
+        if self._tools.parking:  # the round opens once no pod of the run is left: decide then
+            await workflow.wait_condition(lambda: not self._tools.parking or self._tools.done)
+        outcome = self._tools.submit(decision, decided_at=rfc3339(workflow.now()))
+        self._record.decisions_of(self._tools)
+        if isinstance(outcome, ToolRefusal):
+            raise ApplicationError(outcome.why, type="ToolDecisionRefused", non_retryable=True)
+        return self._tools.view(outcome)
+
+    def _authentic_decision(self, decision: ToolDecision) -> ToolDecision:
+        """As `_authentic` for verdicts: what it claims if our API or bridge signed it for this run, else a Temporal
+        claim (`temporal:<claim>`)."""
+        decision.signed = authenticated(decision, workflow_id=workflow.info().workflow_id, seen=self._nonces)
+        return marked_decision(decision)
 
     # -- the run ------------------------------------------------------------------------------------------
 
@@ -340,33 +393,107 @@ class AgentRunWorkflow:
         it reported a result is started again (`_restart`), within what is left of the attempt's timeout."""
         started = workflow.now()
         restart, deadline = 0, run.timeout_seconds
+        # After a wait (SPEC §10) the agent is started again (`resumed`, with the decisions `resume`); `since` counts
+        # the restarts since then (it names the Job). From the first wait on, the attempt's time is its active time
+        # (`used`): the agent's own count when it parked, plus each lost container's whole life.
+        resumed, since, resume, used = 0, 0, None, 0.0
         while True:
+            first = not restart and not resumed
+            container_started = workflow.now()
             # The agent's pod runs in this span: its TRACEPARENT, so the agent's own spans are its children.
             name = "agent" + (f" (attempt {self._attempt})" if self._attempt > 1 else "") + (
-                f" (restart {restart})" if restart else "")
-            with tracing.span(name, {"agentrun.attempt": self._attempt, "agentrun.restart": restart}):
-                job = await self._start_job(run, "agent-run", prepare=prepare and not restart,
-                                            phase=None if restart else Phase.RUNNING, attempt=self._attempt,
-                                            task=task, restart=restart,
-                                            deadline_seconds=deadline if restart else None)
+                f" (resumed {resumed})" if resumed else "") + (f" (restart {restart})" if restart else "")
+            with tracing.span(name, {"agentrun.attempt": self._attempt, "agentrun.restart": restart,
+                                     "agentrun.resumed": resumed}):
+                job = await self._start_job(run, "agent-run", prepare=prepare and first,
+                                            phase=Phase.RUNNING if first else None, attempt=self._attempt,
+                                            task=task, restart=since, deadline_seconds=None if first else deadline,
+                                            resumed=resumed, resume=resume, restarts=restart)
                 report = await self._watch.wait(job, deadline=timedelta(seconds=deadline)
                                                 + policies.AGENT_DEADLINE_GRACE)
                 if report.state.reason == "DeadlineExceeded":
                     await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
             agent = report.agent
             assert agent is not None
+            if agent.status == "waiting":
+                if not workflow.patched(TOOL_APPROVAL_PATCH) or run.tool_approval is None or agent.wait is None:
+                    agent = AgentOutcome(status="error", exit_code=1, metrics=agent.metrics,
+                                         error="the agent parked to wait for approvals this run cannot give")
+                    break
+                used = agent.metrics.active_ms / 1000
+                resume = await self._park(run, agent)
+                resumed, since = resumed + 1, 0
+                deadline = self._resumed_deadline(run, used)
+                continue
             if not agent.lost:
                 break
-            left = run.timeout_seconds - int((workflow.now() - started).total_seconds())
-            if not self._restart(run, agent, restart=restart, left=left):
+            if resumed:
+                used += (workflow.now() - container_started).total_seconds()
+                left = int(run.timeout_seconds - used)
+            else:
+                left = run.timeout_seconds - int((workflow.now() - started).total_seconds())
+            job_next = job_name(run.ref.name, "agent-run", self._attempt, since + 1, resumed)
+            if not self._restart(run, agent, restart=restart, left=left, job=job_next):
                 break
-            restart, deadline = restart + 1, left
+            restart, since = restart + 1, since + 1
+            deadline = self._resumed_deadline(run, used) if resumed else left
         self._attempts.ran(agent.metrics)
+        self._active_ms += agent.metrics.active_ms or int((used + (workflow.now() - container_started)
+                                                           .total_seconds()) * 1000)
         return agent
 
-    def _restart(self, run: ResolvedRun, agent: AgentOutcome, *, restart: int, left: int) -> bool:
-        """Whether a lost agent starts again (restart `restart + 1`): while the run's restarts and its time last.
-        Otherwise its outcome (an error naming the lost pod) says why it did not."""
+    @staticmethod
+    def _resumed_deadline(run: ResolvedRun, used: float) -> int:
+        """The activeDeadlineSeconds of an agent started again after a wait: what is left of the attempt's active
+        time, plus the grace its pod's start and the agent's cold start take (which its journal does not count;
+        the agent ends itself when its RUN_TIMEOUT is used)."""
+        left = max(run.timeout_seconds - used, 0.0)
+        return int(left) + 1 + int(policies.AGENT_START_GRACE.total_seconds())
+
+    async def _park(self, run: ResolvedRun, agent: AgentOutcome) -> str:
+        """The agent parked with tool calls waiting for people (SPEC §10): its Jobs go (no pod of the run is left
+        while it waits), the status shows the calls, and the workflow waits durably for a decision on each, until
+        the policy's toolApproval.timeout (then its onTimeout decides the rest). Returns AGENT_RESUME, the decisions
+        the agent started again goes on with."""
+        wait, policy = agent.wait, run.tool_approval
+        assert wait is not None and policy is not None
+        requested = workflow.now()
+        expires = requested + timedelta(seconds=policy.timeout_seconds)
+        status = ToolApprovalStatus(state="pending", requested_at=rfc3339(requested), expires_at=rfc3339(expires),
+                                    on_timeout=policy.on_timeout, attempt=self._attempt, round=wait.round,
+                                    calls=wait.calls)
+        self._tools.park(status)
+        self._record.tool_calls_waiting(status)
+        workflow.upsert_search_attributes([SA_TOOL_APPROVAL.value_set("pending")])
+        self._state.step = "parking the agent: waiting for its pods to go"
+        written = AgentRunStatus(tool_approval=status, token_usage=self._attempts.usage_now(agent.metrics),
+                                 active_ms=self._active_ms + agent.metrics.active_ms, waited_ms=self._waited_ms)
+        calls = ", ".join(f"{c.id} {c.tool}" for c in wait.calls)
+        parked = await self._act(KubeActivities.park_agent, ParkAgent(
+            ref=run.ref, jobs=list(self._made.jobs), events=self._record.take_events(),
+            status=StatusUpdate(status=written, conditions=self._record.conditions)),
+            f"park the agent, no pod left: {calls} wait for approval")
+        self._record.retry_later(parked.unpublished)
+        self._tools.open(parked.run_version, decided_at=rfc3339(workflow.now()))
+        self._record.decisions_of(self._tools)
+        self._state.step = f"waiting for approval of {calls}"
+        remaining = (expires - workflow.now()).total_seconds()
+        if not await wait_until(lambda: self._tools.all_decided, seconds=max(remaining, 0.001)):
+            self._tools.expire(on_timeout=policy.on_timeout, decided_at=rfc3339(workflow.now()),
+                               why=f"the approval timed out: no decision within {policy.timeout_seconds}s "
+                                   f"(toolApproval.onTimeout: {policy.on_timeout})")
+            self._record.decisions_of(self._tools)
+        decided = self._tools.close()
+        self._waited_ms += int((workflow.now() - requested).total_seconds() * 1000)
+        self._record.tool_calls_decided(decided)
+        workflow.upsert_search_attributes([SA_TOOL_APPROVAL.value_set("decided")])
+        self._resumed_status = AgentRunStatus(tool_approval=self._tools.status, tool_approvals=self._tools.kept(),
+                                              waited_ms=self._waited_ms)
+        return resume_env(TOOL_APPROVAL, wait.round, decided)
+
+    def _restart(self, run: ResolvedRun, agent: AgentOutcome, *, restart: int, left: int, job: str) -> bool:
+        """Whether a lost agent starts again (restart `restart + 1`, in Job `job`): while the run's restarts and its
+        time last. Otherwise its outcome (an error naming the lost pod) says why it did not."""
         if restart >= run.agent_restarts:
             if run.agent_restarts:
                 agent.error += f"; it was started again {restart} time(s), the most this run allows"
@@ -376,31 +503,37 @@ class AgentRunWorkflow:
             return False
         if not workflow.patched(RESTART_PATCH):
             return False
-        job = job_name(run.ref.name, "agent-run", self._attempt, restart + 1)
         self._record.agent_restarted(agent.error, restart=restart + 1, most=run.agent_restarts, job=job)
         return True
 
     async def _start_job(self, run: ResolvedRun, component: Component, *, prepare: bool, phase: Phase | None,
                          agent: AgentOutcome | None = None, gate: GateStatus | None = None,
                          after_gate: tuple[str, str] | None = None, attempt: int = 1,
-                         task: str | None = None, restart: int = 0, deadline_seconds: int | None = None) -> JobRef:
-        """Start a Job of the run, writing the status its start changes (run_status.py says which fields)."""
+                         task: str | None = None, restart: int = 0, deadline_seconds: int | None = None,
+                         resumed: int = 0, resume: str | None = None, restarts: int | None = None) -> JobRef:
+        """Start a Job of the run, writing the status its start changes (run_status.py says which fields).
+        `restart`: the agent's restarts since it was last `resumed` (they name its Job); `restarts`: in all."""
         gate_only = gate is not None and self._gate.strict
         req = job_request(run, component, workflow_id=workflow.info().workflow_id, attempt=attempt, task=task,
                           agent=agent, gate_only=gate_only, after_gate=after_gate, restart=restart,
-                          deadline_seconds=deadline_seconds, traceparent=tracing.current_traceparent())
-        status = job_status(phase, job_name(run.ref.name, component, attempt, restart),
+                          deadline_seconds=deadline_seconds, resumed=resumed, resume=resume,
+                          traceparent=tracing.current_traceparent())
+        total = restarts if restarts is not None else restart
+        status = job_status(phase, job_name(run.ref.name, component, attempt, restart, resumed),
                             conditions=self._record.conditions,
                             gate=self._gate.status(), attempt=attempt, attempts=self._attempts.kept(),
                             with_retry=run.retry is not None, pending_gate=gate, pod=self._pod, agent=agent,
-                            gate_only=gate_only, after_gate=after_gate, restart=restart)
+                            gate_only=gate_only, after_gate=after_gate, restart=total if restart else 0,
+                            resumed=self._resumed_status if resumed and not restart else None,
+                            token_usage=self._attempts.usage(agent.metrics) if gate is not None and agent else None)
         if phase is not None:
             self._set_phase(phase)
         if gate is not None:
             self._record.emit("agent.run.gate.pending", {"gateTimeout": f"{run.gate_timeout_seconds}s"})
         started: JobStarted = await self._act(KubeActivities.start_job, StartJob(
             job=req, prepare=prepare, status=status, events=self._record.take_events(), clear_verdict=gate_only),
-            job_summary(run, component, attempt, gate_only=gate_only, prepare=prepare, restart=restart))
+            job_summary(run, component, attempt, gate_only=gate_only, prepare=prepare, restart=restart,
+                        resumed=resumed, restarts=total))
         self._record.retry_later(started.unpublished)
         if gate_only:
             self._gate.started(started.run_version)
@@ -475,8 +608,11 @@ class AgentRunWorkflow:
         self._record.refusals_of(self._gate)
         workflow.upsert_search_attributes([SA_GATE.value_set("pending")])
         gate_end = started + timedelta(seconds=run.gate_timeout_seconds)
+        held = agent.response if agent.status == "success" else agent.error
+        shown = cut_utf8(held, GATE_RESPONSE_SHOWN_BYTES)
         hook = await self._hook_job(run, "post-run", agent=agent, stop_when=lambda: self._gate.verdict is not None,
-                                    gate=GateStatus(state="pending", requested_at=rfc3339(started)),
+                                    gate=GateStatus(state="pending", requested_at=rfc3339(started), response=shown,
+                                                    response_cut=True if shown != held else None),
                                     until=gate_end if self._gate.strict else None)
         gate_failed = gate_hook_failed(hook, gate.name, has_verdict=self._gate.verdict is not None)
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
@@ -489,6 +625,7 @@ class AgentRunWorkflow:
         chance, why = self._attempts.chance(run.retry, self._attempt) if retry else ("off", "")
         label, final, reason = self._gate.close(run, agent, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
                                                 retry=chance, exhausted_why=why)
+        self._waited_ms += int((workflow.now() - started).total_seconds() * 1000)
         self._record.refusals_of(self._gate)
         workflow.upsert_search_attributes([SA_GATE.value_set(label)])
         self._record.gate_resolved(label, reason, self._attempt)
@@ -500,13 +637,14 @@ class AgentRunWorkflow:
                       token_usage: TokenUsage | None = None, exit_code: int | None = None,
                       gate: GateStatus | None = None, failure: FailureReason = FailureReason.OTHER) -> RunResult:
         """The run's end: its status (with every condition recorded) and events; the result."""
-        self._gate.done = True
+        self._gate.done = self._tools.done = True
         self._record.refusals_of(self._gate)
         with_retry = self._run is not None and self._run.retry is not None
         status = final_status(phase, completed_at=rfc3339(workflow.now()), workflow_id=workflow.info().workflow_id,
                               result=result, error=error, exit_code=exit_code, gate=gate, pod=self._pod,
                               attempt=self._attempt, attempts=self._attempts.kept() if with_retry else None,
-                              token_usage=token_usage)
+                              token_usage=token_usage, active_ms=self._active_ms or None,
+                              waited_ms=self._waited_ms if self._active_ms else None)
         self._state.result, self._state.error = result, error
         self._set_phase(phase)
         self._record.ended(status, failure)

@@ -53,13 +53,20 @@ class Attempts:
         """The attempts history as the status keeps it (the last few), or None before any attempt was decided."""
         return list(self._decided[-ATTEMPTS_KEPT:]) or None
 
+    def usage_now(self, running: Metrics) -> TokenUsage:
+        """The run's token usage while an attempt's agent is parked: the ended attempts' and `running`'s so far."""
+        return self._total([*self._metrics, running])
+
     def usage(self, agent: Metrics) -> TokenUsage:
         """The run's token usage: summed over the attempts (`agent`'s alone if no attempt's was recorded). An attempt
         whose agent was started again reports its restarts' usage too: the agent adds up every container's model
         calls from its journal, and a lost container reports nothing. Its cost is the sum of what the worker priced
         each attempt at when it ended (fixed then: later price changes do not change it), absent if any attempt's
         tokens had no price; per model, the same sums (at most MODELS_KEPT models)."""
-        every = self._metrics or [agent]
+        return self._total(self._metrics or [agent])
+
+    @staticmethod
+    def _total(every: list[Metrics]) -> TokenUsage:
         m = Metrics(input_tokens=sum(x.input_tokens for x in every), output_tokens=sum(x.output_tokens for x in every),
                     tool_calls=sum(x.tool_calls for x in every), duration_ms=sum(x.duration_ms for x in every),
                     cached_input_tokens=sum(x.cached_input_tokens for x in every))

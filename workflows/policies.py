@@ -38,6 +38,10 @@ EVENT_BUDGET = timedelta(hours=1)
 
 # Extra time after the agent's own deadline before the workflow stops waiting for the Job.
 AGENT_DEADLINE_GRACE = timedelta(seconds=30)
+# An agent started again after a wait (SPEC §10) has what is left of its active time (its RUN_TIMEOUT counts it from
+# its journal), and its Job's activeDeadlineSeconds this much more: its pod's start and the agent's cold start, which
+# the journal does not count.
+AGENT_START_GRACE = timedelta(seconds=30)
 
 # Schedule ticks: removing replaced runs waits for their own cleanup (which retries for up to
 # CLEANUP_STEP), heartbeating while it waits.

@@ -20,7 +20,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.events import EventActivities
     from models.agentrun import AgentRunStatus, Condition, ParentRef
-    from models.events import RunEvent, Topic
+    from models.approvals import ToolApprovalStatus, ToolDecisionRecord
+    from models.events import EventValue, RunEvent, Topic
     from models.resolve import RunRef
     from models.run import ConditionType, FailureReason, Phase, Reason, RunState, StatusUpdate
     from models.steps import RESULT_MAX_BYTES, AgentOutcome, StatusChange
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import policies
     from .gate import Gate, Refusal
+    from .tool_approval import ToolApprovals, ToolRefusal
 
 
 class RunRecord:
@@ -39,6 +41,7 @@ class RunRecord:
         self._events: list[RunEvent] = []  # emitted, not yet handed to a step
         self._seq = 0
         self._retrying: list[asyncio.Task[None]] = []
+        self._announced = 0  # tool decisions whose event is emitted
 
     # -- conditions ------------------------------------------------------------------------------------
 
@@ -77,6 +80,43 @@ class RunRecord:
         refusals, gate.refusals = gate.refusals, []
         for r in refusals:
             self.refused(r)
+
+    def tool_refused(self, r: ToolRefusal) -> None:
+        """A tool decision refused: the last one in the conditions (with who sent it), an event each."""
+        d = r.decision
+        self.cond(ConditionType.TOOL_DECISION_REFUSED, "True", r.reason,
+                  f"{d.action} of call {d.call_id} from {d.decided_by} ({d.source}) refused: {r.why}")
+        self.emit("agent.run.tool.refused", {"callId": d.call_id, "action": d.action, "decidedBy": d.decided_by,
+                                             "source": d.source, "reason": r.reason, "message": r.why})
+
+    def decisions_of(self, tools: ToolApprovals) -> None:
+        """The tool decisions taken and refused since the last call: an event each (agent.run.tool.decided, or
+        refused with ToolDecisionRefused)."""
+        if self.ref is None:
+            return
+        refusals, tools.refusals = tools.refusals, []
+        for r in refusals:
+            self.tool_refused(r)
+        for record in tools.records[self._announced:]:
+            self.emit("agent.run.tool.decided", {"callId": record.call_id, "tool": record.tool,
+                                                 "action": record.action, "decidedBy": record.decided_by,
+                                                 "source": record.source})
+        self._announced = len(tools.records)
+
+    def tool_calls_waiting(self, status: ToolApprovalStatus) -> None:
+        """The agent parked with these calls waiting for people (SPEC §10): the condition and the event."""
+        calls = ", ".join(f"{c.id} ({c.tool})" for c in status.calls)
+        self.cond(ConditionType.AWAITING_TOOL_APPROVAL, "True", Reason.CALLS_PENDING,
+                  f"{len(status.calls)} tool call(s) wait for a decision: {calls}; until {status.expires_at}, then "
+                  f"toolApproval.onTimeout: {status.on_timeout}")
+        self.emit("agent.run.tool.pending", {"calls": [{"id": c.id, "tool": c.tool,
+                                                        "argumentsSha256": c.arguments_sha256}
+                                                       for c in status.calls]})
+
+    def tool_calls_decided(self, records: list[ToolDecisionRecord]) -> None:
+        said = "; ".join(f"{r.call_id} {r.action} by {r.decided_by}" for r in records)
+        self.cond(ConditionType.AWAITING_TOOL_APPROVAL, "False", Reason.CALLS_DECIDED,
+                  f"decided: {said}; the agent goes on from its journal")
 
     # What each condition of a run says: the workflow only says that it happened.
 
@@ -124,7 +164,7 @@ class RunRecord:
 
     # -- events ----------------------------------------------------------------------------------------
 
-    def emit(self, topic: Topic, data: dict[str, str | int | None]) -> None:
+    def emit(self, topic: Topic, data: dict[str, EventValue]) -> None:
         """Queue an event for the next step to publish; its ID is fixed here, so a retry is a duplicate."""
         assert self.ref is not None
         self._seq += 1

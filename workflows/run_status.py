@@ -20,14 +20,18 @@ with workflow.unsafe.imports_passed_through():
 
 def job_request(run: ResolvedRun, component: Component, *, workflow_id: str, attempt: int, task: str | None,
                 agent: AgentOutcome | None, gate_only: bool, after_gate: tuple[str, str] | None, restart: int = 0,
-                deadline_seconds: int | None = None, traceparent: str = "") -> JobRequest:
+                deadline_seconds: int | None = None, resumed: int = 0, resume: str | None = None,
+                traceparent: str = "") -> JobRequest:
     """The Job a step starts. `agent`: the agent's outcome, for postRun hooks; `gate_only`: the gate hook alone;
     `after_gate` = (label, final result): the other postRun hooks, once the gate is resolved; `restart`: the agent
-    started again after its pod was lost, within `deadline_seconds`; `traceparent`: its pod's TRACEPARENT."""
+    started again after its pod was lost, within `deadline_seconds`; `resumed`: started again after a wait, with the
+    decisions `resume` (SPEC §10); `traceparent`: its pod's TRACEPARENT."""
     req = JobRequest(run=run, component=component, workflow_id=workflow_id, attempt=attempt, task=task,
                      traceparent=traceparent)
-    if restart:
+    if restart or resumed:
         req.restart, req.deadline_seconds = restart, deadline_seconds
+    if resumed:
+        req.resumed, req.resume = resumed, resume
     if agent is not None:
         # postRun hooks see the agent's exit code and text.
         req.agent_exit_code = agent.exit_code
@@ -41,14 +45,16 @@ def job_request(run: ResolvedRun, component: Component, *, workflow_id: str, att
 
 
 def job_summary(run: ResolvedRun, component: Component, attempt: int, *, gate_only: bool, prepare: bool,
-                restart: int = 0) -> str:
-    """A Job's start as the Temporal UI names it: the agent's Job by its name (and which restart it is), the gate's
-    by its hook, the others by their hooks' count; `prepare`: the step makes the run's lifecycle RBAC and
-    workspace first."""
+                restart: int = 0, resumed: int = 0, restarts: int | None = None) -> str:
+    """A Job's start as the Temporal UI names it: the agent's Job by its name (and which restart or resume it is),
+    the gate's by its hook, the others by their hooks' count; `prepare`: the step makes the run's lifecycle RBAC and
+    workspace first. `restarts`: the attempt's restarts in all (`restart` counts those since the last resume)."""
     if component == "agent-run":
-        summary = f"agent Job {job_name(run.ref.name, component, attempt, restart)}"
+        summary = f"agent Job {job_name(run.ref.name, component, attempt, restart, resumed)}"
         if restart:
-            summary += f" (restart {restart} of {run.agent_restarts}, from its journal)"
+            summary += f" (restart {restarts or restart} of {run.agent_restarts}, from its journal)"
+        elif resumed:
+            summary += f" (resumed with the decisions of wait {resumed}, from its journal)"
     elif component == "post-run" and gate_only:
         summary = f"gate hook {run.hooks_of(component, gate_only=True)[0].name}"
     else:
@@ -62,15 +68,22 @@ def job_status(phase: Phase | None, job: str, *, conditions: list[Condition], ga
                attempt: int = 1, attempts: list[AttemptRecord] | None = None, with_retry: bool = False,
                pending_gate: GateStatus | None = None, pod: str | None = None, agent: AgentOutcome | None = None,
                gate_only: bool = False, after_gate: tuple[str, str] | None = None,
-               restart: int = 0) -> StatusUpdate | None:
+               restart: int = 0, resumed: AgentRunStatus | None = None,
+               token_usage: TokenUsage | None = None) -> StatusUpdate | None:
     """The status a Job's start writes (None: none). `phase`: the phase the Job starts (Running for the agent,
     PostRunning for the first postRun Job); `job`: its name; `conditions`: every condition recorded so far;
     `gate`: the gate as it stands; `pending_gate`: the gate this Job starts; `with_retry`: the run has
-    lifecycle.retry; `restart`: the agent's Job started again after its pod was lost; other arguments as
-    `job_request`'s."""
+    lifecycle.retry; `restart`: the agent's Job started again after its pod was lost (the attempt's restarts in
+    all); `resumed`: started again after a wait, with what the wait's end changes (the decisions, the time waited);
+    `token_usage`: the agent's usage, written as soon as it is known; other arguments as `job_request`'s."""
     status: AgentRunStatus | None = None
     write_conditions = False
-    if restart:  # the run stays Running: its new Job, how often it restarted, and why (AgentRestarted)
+    if resumed is not None:  # the run stays Running: its new Job, the decisions that resumed it, the time waited
+        status = resumed.model_copy(update={"job_name": job})
+        if restart:
+            status.agent_restarts = restart
+        write_conditions = True
+    elif restart:  # the run stays Running: its new Job, how often it restarted, and why (AgentRestarted)
         status = AgentRunStatus(job_name=job, agent_restarts=restart)
         write_conditions = True
     elif phase == Phase.RUNNING:
@@ -85,6 +98,9 @@ def job_status(phase: Phase | None, job: str, *, conditions: list[Condition], ga
     if agent is not None:  # the status shows the agent's exit code from now
         status = status or AgentRunStatus()
         status.exit_code = agent.exit_code
+    if token_usage is not None and (token_usage.input_tokens or token_usage.output_tokens):
+        status = status or AgentRunStatus()
+        status.token_usage = token_usage
     if gate_only:
         write_conditions = True  # e.g. a verdict refused before the gate
     if after_gate is not None:  # the gate is resolved: the status says so now
@@ -99,12 +115,13 @@ def job_status(phase: Phase | None, job: str, *, conditions: list[Condition], ga
 def final_status(phase: Phase, *, completed_at: str, workflow_id: str, result: str | None = None,
                  error: str | None = None, exit_code: int | None = None, gate: GateStatus | None = None,
                  pod: str | None = None, attempt: int = 1, attempts: list[AttemptRecord] | None = None,
-                 token_usage: TokenUsage | None = None) -> AgentRunStatus:
+                 token_usage: TokenUsage | None = None, active_ms: int | None = None,
+                 waited_ms: int | None = None) -> AgentRunStatus:
     """The run's last status. `attempts`: the attempts kept, once a run with lifecycle.retry had one decided;
-    a token usage of nothing is left out."""
+    a token usage of nothing is left out; `active_ms` and `waited_ms` (SPEC §10), once an agent ran."""
     status = AgentRunStatus(phase=phase, completed_at=completed_at, workflow_id=workflow_id, result=result,
                             error=error, exit_code=exit_code, gate=gate, gate_verdict=gate.state if gate else None,
-                            pod_name=pod)
+                            pod_name=pod, active_ms=active_ms, waited_ms=waited_ms)
     if attempts:
         status.attempt, status.attempts = attempt, attempts
     if token_usage is not None and (token_usage.input_tokens or token_usage.output_tokens):

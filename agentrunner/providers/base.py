@@ -53,7 +53,7 @@ class ToolResult:
     call_id: str
     name: str
     content: str
-    status: str = "ok"  # ok | error | denied | interrupted
+    status: str = "ok"  # ok | error | denied | interrupted | rejected (by a person, SPEC §10) | pending (parked)
 
 
 @dataclass(frozen=True)

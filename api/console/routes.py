@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from markupsafe import escape
 
 from models.agentrun import PHASES, TERMINAL_PHASES
-from models.evaluate import agent_name_of
+from models.evaluate import AGENT_PLURALS, agent_name_of
 from models.kube import KubeError, NotFound
 from models.names import AGENTRUNS, AGENTS, GROUP, VERSION
 
@@ -177,9 +178,11 @@ async def namespaces(state: State, who: Caller, current: str) -> list[str]:
     return sorted({*allowed, current})
 
 
-def filters(phase: str, agent: str, awaiting: str, schedule: str, sort: str, order: str) -> views.Filters:
+def filters(phase: str, agent: str, awaiting: str, schedule: str, sort: str, order: str,
+            tools: str = "") -> views.Filters:
     return views.Filters(phase=phase, agent=agent, awaiting=awaiting in ("1", "on", "true"), schedule=schedule,
-                         sort=sort if sort in views.SORTS else "created", desc=order != "asc")
+                         sort=sort if sort in views.SORTS else "created", desc=order != "asc",
+                         tools=tools in ("1", "on", "true"))
 
 
 Text = Annotated[str, Query(max_length=253)]
@@ -189,7 +192,7 @@ async def runs_context(state: State, who: Caller, namespace: str, f: views.Filte
     objs = await runs_in(state, who, namespace)
     rows = [views.row(o) for o in objs]
     query = {"namespace": namespace, "phase": f.phase, "agent": f.agent, "awaiting": "1" if f.awaiting else "",
-             "schedule": f.schedule}
+             "schedule": f.schedule, "tools": "1" if f.tools else ""}
     return {"rows": f.apply(rows), "total": len(rows), "f": f, "namespace": namespace,
             "query": urlencode({**query, "sort": f.sort, "order": "desc" if f.desc else "asc"}),
             "base_query": urlencode(query),
@@ -257,8 +260,9 @@ async def signout(request: Request, who: ConsoleSession, form: CheckedForm) -> R
 @router.get("/runs", response_class=HTMLResponse)
 async def runs_page(request: Request, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
                     phase: Text = "", agent: Text = "", awaiting: Text = "", schedule: Text = "",
-                    sort: Text = "created", order: Text = "desc") -> HTMLResponse:
-    ctx = await runs_context(state, who.caller, namespace, filters(phase, agent, awaiting, schedule, sort, order))
+                    sort: Text = "created", order: Text = "desc", tools: Text = "") -> HTMLResponse:
+    ctx = await runs_context(state, who.caller, namespace, filters(phase, agent, awaiting, schedule, sort, order,
+                                                                   tools))
     return page(request, "runs.html", who=who, section="runs", namespaces=await namespaces(state, who.caller, namespace),
                 **ctx)
 
@@ -266,19 +270,23 @@ async def runs_page(request: Request, who: ConsoleSession, state: StateDep, name
 @router.get("/runs/table", response_class=HTMLResponse)
 async def runs_table(request: Request, who: ConsoleSession, state: StateDep, namespace: Namespace = "default",
                      phase: Text = "", agent: Text = "", awaiting: Text = "", schedule: Text = "",
-                     sort: Text = "created", order: Text = "desc") -> HTMLResponse:
-    ctx = await runs_context(state, who.caller, namespace, filters(phase, agent, awaiting, schedule, sort, order))
+                     sort: Text = "created", order: Text = "desc", tools: Text = "") -> HTMLResponse:
+    ctx = await runs_context(state, who.caller, namespace, filters(phase, agent, awaiting, schedule, sort, order,
+                                                                   tools))
     return page(request, "_runs_table.html", who=who, **ctx)
 
 
 async def agent_names(state: State, who: Caller, namespace: str) -> list[str]:
-    """The Agents a new run may name, for the form's list; none when `who` may not list Agents (the name can still be
-    typed)."""
-    if not await state.access.allowed(who, Ask("list", AGENTS, namespace)):
-        return []
-    items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTS,
-                                  action=f"list Agents in {namespace}")
-    return sorted(str(o["metadata"]["name"]) for o in items.get("items", []))
+    """The Agents a new run may name, for the form's list: both kinds, Agents and the older SympoziumInstances
+    (SPEC §1.1), each only when `who` may list it (a name not listed can still be typed)."""
+    names: set[str] = set()
+    for plural in AGENT_PLURALS:
+        if not await state.access.allowed(who, Ask("list", plural, namespace)):
+            continue
+        items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
+                                      action=f"list {plural} in {namespace}")
+        names.update(str(o["metadata"]["name"]) for o in items.get("items", []))
+    return sorted(names)
 
 
 @router.get("/new-run", response_class=HTMLResponse)
@@ -349,6 +357,7 @@ async def run_context(state: State, who: Caller, namespace: str, name: str) -> d
     return {"run": obj, "name": name, "namespace": namespace, "spec": spec, "st": st, "row": views.row(obj),
             "task": task if isinstance(task, str) else repr(task), "model": model,
             "timeline": views.timeline(obj), "banner": views.banner(obj), "gate_open": views.gate_open(obj),
+            "calls": views.waiting_calls(obj),
             "retry": views.has_retry(obj), "created_by": views.created_by(obj), "temporal": temporal,
             "hooks": hooks(obj), "last_attempt": int(st.get("attempt") or 1), "log_attempt": None,
             "trace": views.trace_link(state.settings.trace_url_template, st.get("traceID"))}
@@ -359,7 +368,7 @@ async def run_page(request: Request, name: str, who: ConsoleSession, state: Stat
                    namespace: Namespace = "default", sent: Text = "") -> HTMLResponse:
     ctx = await run_context(state, who.caller, namespace, name)
     return page(request, "run.html", who=who, section="runs", error="",
-                sent=sent if sent in runops.ACTIONS else "", **ctx)
+                sent=sent if sent in runops.ACTIONS or sent in TOOL_SENT else "", **ctx)
 
 
 PARTS = {"head": "_head.html", "detail": "_run_detail.html", "logs": "_logs.html"}
@@ -391,6 +400,34 @@ async def verdict(request: Request, name: str, who: ConsoleSession, form: Checke
         return page(request, "run.html", status=e.status_code, who=who, section="runs", error=str(e.detail),
                     sent="", **ctx)
     return redirect(run_url(namespace, name, sent=action if view.state != "none" else ""))
+
+
+# What the page says after a tool decision was accepted (the `sent` parameter of the redirect).
+TOOL_SENT = {"tool-approve": "approve", "tool-reject": "reject", "tool-edit": "edit"}
+
+
+@router.post("/runs/{name}/tool-decision", response_class=HTMLResponse)
+async def tool_decision(request: Request, name: str, who: ConsoleSession, form: CheckedForm, state: StateDep,
+                        namespace: Namespace = "default") -> Response:
+    """The tool-approval bar's decision on one waiting call, through api/runops.py as the JSON API's: the call and
+    the hash of the arguments the page showed, so a decision is for what the approver saw."""
+    action = form.get("action", "")
+    await state.allow(who.caller, "get", AGENTRUNS, namespace, name=name)  # the page it answers with shows the run
+    try:
+        arguments: Any = None
+        if action == "edit":
+            try:
+                arguments = json.loads(form.get("arguments", ""))
+            except ValueError as e:
+                raise HTTPException(status_code=400, detail=f"the edited arguments are not JSON: {e}") from e
+        await runops.decide_tool(state, who.caller, namespace, name, call_id=form.get("call", ""), action=action,
+                                 arguments_sha256=form.get("sha256", ""), arguments=arguments,
+                                 reason=form.get("reason", ""))
+    except HTTPException as e:
+        ctx = await run_context(state, who.caller, namespace, name)
+        return page(request, "run.html", status=e.status_code, who=who, section="runs", error=str(e.detail),
+                    sent="", **ctx)
+    return redirect(run_url(namespace, name, sent=f"tool-{action}"))
 
 
 @router.get("/runs/{name}/delete", response_class=HTMLResponse)
@@ -436,15 +473,18 @@ def sse(event: str, data: str = "") -> str:
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no", "X-Content-Type-Options": "nosniff"}
 
 
-def _seen(obj: dict[str, Any]) -> tuple[str, str, str]:
+def _seen(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     st = obj.get("status") or {}
-    return str(st.get("phase") or ""), str(st.get("attempt") or ""), str((st.get("gate") or {}).get("state") or "")
+    ta = st.get("toolApproval") or {}
+    tools = f"{ta.get('state') or ''}/{ta.get('requestedAt') or ''}"  # a new round of calls is a change too
+    return (str(st.get("phase") or ""), str(st.get("attempt") or ""), str((st.get("gate") or {}).get("state") or ""),
+            tools)
 
 
 async def _events(state: State, namespace: str, run: str, shown: str) -> AsyncIterator[str]:
     """What changed in the namespace, as it happens: `runs` (any run), `run` and `phase` (the page's own run: any
-    change, and one of its phase, attempt or gate state), `approval` (a toast, as HTML, when a run starts waiting
-    for a verdict).
+    change, and one of its phase, attempt, gate state or tool approval), `approval` (a toast, as HTML, when a run
+    starts waiting for a verdict, or its tool calls for a decision).
 
     A page is rendered before its stream connects (and a stream may connect again later): what changed in between
     is told at once, `runs` always (one list from memory) and `run` and `phase` when the run's resourceVersion is no
@@ -486,7 +526,7 @@ async def _events(state: State, namespace: str, run: str, shown: str) -> AsyncIt
                 continue
             out = [sse("runs")]
             for name, obj in changed.items():
-                before = seen.pop(name, ("", "", ""))
+                before = seen.pop(name, ("", "", "", ""))
                 if obj is None:
                     if name == run:
                         out += [sse("run"), sse("phase")]
@@ -494,6 +534,10 @@ async def _events(state: State, namespace: str, run: str, shown: str) -> AsyncIt
                 now = seen[name] = _seen(obj)
                 if now[2] == "pending" and before[2] != "pending" and now[0] not in TERMINAL_PHASES:
                     toast = templates.get_template("_toast.html").render(r=views.row(obj))
+                    out.append(sse("approval", toast))
+                if now[3].startswith("pending/") and now[3] != before[3] and now[0] not in TERMINAL_PHASES:
+                    toast = templates.get_template("_toast.html").render(r=views.row(obj),
+                                                                         calls=views.waiting_calls(obj))
                     out.append(sse("approval", toast))
                 if name == run:
                     out.append(sse("run"))

@@ -3,6 +3,7 @@ escape everything they print)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -38,10 +39,15 @@ class RunRow:
     created: str
     age: str
     error: str = ""
+    tools: str = ""  # status.toolApproval.state: "pending" while tool calls wait for a decision (SPEC §10)
 
     @property
     def awaiting(self) -> bool:
         return self.gate == "pending"
+
+    @property
+    def awaiting_tools(self) -> bool:
+        return self.tools == "pending" and self.phase not in TERMINAL_PHASES
 
     @property
     def outcome(self) -> str:
@@ -83,7 +89,8 @@ def row(obj: dict[str, Any], now: datetime | None = None) -> RunRow:
                   gate=str((st.get("gate") or {}).get("state") or ""), verdict=str(st.get("gateVerdict") or ""),
                   schedule=str((meta.get("labels") or {}).get(LABEL_SCHEDULE) or ""),
                   created=str(meta.get("creationTimestamp") or ""),
-                  age=age(since(meta.get("creationTimestamp"), now)), error=short(str(st.get("error") or "")))
+                  age=age(since(meta.get("creationTimestamp"), now)), error=short(str(st.get("error") or "")),
+                  tools=str((st.get("toolApproval") or {}).get("state") or ""))
 
 
 def short(text: str, limit: int = ERROR_CHARS) -> str:
@@ -100,10 +107,12 @@ class Filters:
     schedule: str = ""
     sort: str = "created"
     desc: bool = True
+    tools: bool = False  # only runs whose tool calls wait for a decision
 
     def keep(self, r: RunRow) -> bool:
         return ((not self.phase or r.phase == self.phase) and (not self.agent or r.agent == self.agent)
-                and (not self.awaiting or r.awaiting) and (not self.schedule or r.schedule == self.schedule))
+                and (not self.awaiting or r.awaiting) and (not self.schedule or r.schedule == self.schedule)
+                and (not self.tools or r.awaiting_tools))
 
     def apply(self, rows: list[RunRow]) -> list[RunRow]:
         key = self.sort if self.sort in SORTS else "created"
@@ -167,6 +176,34 @@ def has_retry(obj: dict[str, Any]) -> bool:
     return bool(((obj.get("spec") or {}).get("lifecycle") or {}).get("retry"))
 
 
+@dataclass(frozen=True)
+class WaitingCall:
+    """A tool call that waits for a decision, as the approval bar shows it (the template escapes every field)."""
+
+    id: str
+    tool: str
+    sha256: str
+    arguments: str  # pretty JSON, for reading and as the start of an edit
+
+
+def waiting_calls(obj: dict[str, Any]) -> list[WaitingCall]:
+    """The run's tool calls waiting for a decision now (none once the run ended)."""
+    st = obj.get("status") or {}
+    ta = st.get("toolApproval") or {}
+    if ta.get("state") != "pending" or st.get("phase") in TERMINAL_PHASES:
+        return []
+    out = []
+    for c in ta.get("calls") or []:
+        if not isinstance(c, dict):
+            continue
+        text = str(c.get("arguments") or "{}")
+        try:
+            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+        out.append(WaitingCall(str(c.get("id") or ""), str(c.get("tool") or ""), str(c.get("argumentsSha256") or ""),
+                               text))
+    return out
 def trace_link(template: str, trace_id: object) -> str:
     """The run's trace where AGENTRUN_TRACE_URL_TEMPLATE shows traces ("" : no template, or no valid trace ID: the
     status is anyone's to write, so only 32 hex digits are put in a URL)."""

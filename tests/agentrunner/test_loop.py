@@ -164,7 +164,7 @@ def test_an_allowed_tools_list_and_tool_gating_rules_decide_as_the_control_plane
     assert model.requests[0].tool_names() == ["read_file", "write_file"]
 
 
-def test_ask_refuses_the_call_until_approvals_exist_and_nothing_runs(dirs: Dirs, model: FakeModelServer) -> None:
+def test_ask_refuses_the_call_where_the_agent_cannot_wait_and_nothing_runs(dirs: Dirs, model: FakeModelServer) -> None:
     marker = dirs.workspace / "ran"
     model.script = [Turn(calls=[Call("execute_command", {"command": f"touch {marker}"})]), Turn(text="ok")]
     with executor(dirs):
@@ -174,7 +174,8 @@ def test_ask_refuses_the_call_until_approvals_exist_and_nothing_runs(dirs: Dirs,
     assert "execute_command" in model.requests[0].tool_names()  # offered: the model may ask for it
     [answer] = model.requests[1].tool_results()
     assert answer == ("execute_command needs approval under policy default (template Default) (toolGating action: "
-                      "ask); per-call approval is not available in this version, so the call was not run")
+                      "ask); this agent cannot wait for a person's decision here (no journal, or a control plane that "
+                      "does not start it again after a wait), so the call was not run")
     assert not marker.exists()
 
 

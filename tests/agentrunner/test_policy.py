@@ -57,6 +57,6 @@ def test_deny_wins_and_ask_never_silently_allows() -> None:
         policy.check("read_file")
     with pytest.raises(PolicyDenied, match=r"toolPolicy\.allow"):
         policy.check("fetch_url")
-    with pytest.raises(NeedsApproval, match="per-call approval is not available"):
+    with pytest.raises(NeedsApproval, match=r"^execute_command needs approval under policy p \(toolGating action: ask\)$"):
         policy.check("execute_command")
     assert not policy.offered("write_file") and policy.offered("execute_command")

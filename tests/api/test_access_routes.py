@@ -25,6 +25,7 @@ NOBODY, EVERYTHING = "t-nobody-routes-0123", "t-everything-routes-0123"
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/v1/runs"): {"agentRef": "helper", "task": "x"},
     ("POST", "/api/v1/runs/{name}/gate-verdict"): {"action": "approve"},
+    ("POST", "/api/v1/runs/{name}/tool-approvals"): {"callId": "c1", "action": "approve", "argumentsSha256": "0" * 64},
     ("POST", "/api/v1/schedules"): {"name": "s", "agentRef": "helper", "schedule": "@daily", "task": "x"},
     ("PATCH", "/api/v1/schedules/{name}"): {"task": "y"},
     ("POST", "/api/v1/schedules/{name}/backfill"): {"start": "2025-01-01T00:00:00Z", "end": "2025-01-02T00:00:00Z"},
@@ -33,7 +34,8 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
 CONSOLE = [("GET", "/runs"), ("GET", "/runs/table"), ("GET", "/runs/r"), ("GET", "/runs/r/part/detail"),
            ("GET", "/runs/r/delete"), ("GET", "/new-run"), ("GET", "/events"), ("GET", "/runs/r/log-stream"),
            ("GET", "/schedules"), ("GET", "/schedules/s"), ("GET", "/agents"), ("GET", "/agents/a"),
-           ("GET", "/policies"), ("GET", "/policies/p"), ("POST", "/runs/r/verdict"), ("POST", "/runs/r/delete"),
+           ("GET", "/policies"), ("GET", "/policies/p"), ("POST", "/runs/r/verdict"),
+           ("POST", "/runs/r/tool-decision"), ("POST", "/runs/r/delete"),
            ("DELETE", "/runs/r"), ("POST", "/new-run"), ("POST", "/schedules/s/pause"), ("POST", "/schedules/s/resume"),
            ("POST", "/schedules/s/trigger"), ("POST", "/schedules/s/backfill")]
 

@@ -225,3 +225,40 @@ async def test_a_finished_runs_tokens_and_cost_are_counted_once_by_namespace_age
     assert sample(text, "agentrun_run_tokens_total", **at, model="gpt-4o", type="cached") == 500
     assert sample(text, "agentrun_run_tokens_total", **at, model="gpt-4o-mini", type="output") == 100
     assert sample(text, "agentrun_run_tokens_total", **at, model="unknown", type="input") == 10
+
+
+async def test_runs_waiting_for_a_tool_approval_and_each_tool_decision_are_counted_once_with_their_wait(
+        api: tuple[httpx.AsyncClient, State], namespace: str, runs: Runs) -> None:
+    c, _ = api
+    before = await scrape(c)
+
+    def moved(text: str, name: str, **labels: str) -> float:
+        return (sample(text, name, **labels) or 0) - (sample(before, name, **labels) or 0)
+
+    asked = "2026-01-01T00:00:00Z"
+    await runs.create("parked")
+    await runs.status("parked", phase="Running", toolApproval={"state": "pending", "requestedAt": asked, "round": 1,
+                                                               "calls": [{"id": "c1", "tool": "execute_command", "arguments": "{}", "argumentsSha256": "0" * 64}]})
+    await runs.create("decided")
+    await runs.status("decided", phase="Running", toolApproval={"state": "decided", "requestedAt": asked, "round": 1},
+                      toolApprovals=[
+                          {"callId": "c1", "action": "approve", "source": "api", "decidedAt": "2026-01-01T00:00:30Z"},
+                          {"callId": "c2", "action": "reject", "source": "timeout",
+                           "decidedAt": "2026-01-01T00:30:00Z"}])
+    # A later write that keeps the same decisions (the next round's status) counts none of them again.
+    await runs.status("decided", phase="Running", toolApproval={"state": "pending", "requestedAt": asked, "round": 2})
+    await runs.create("edited")
+    await runs.status("edited", phase="Succeeded", toolApproval={"state": "decided", "requestedAt": asked, "round": 1},
+                      toolApprovals=[
+        {"callId": "e1", "action": "edit", "source": "annotation", "decidedAt": "2026-01-01T00:00:05Z"}])
+
+    async def counted() -> str | None:
+        text = await scrape(c)
+        return text if moved(text, "agentrun_tool_decisions_total", action="edit", source="annotation") == 1 else None
+    text = await wait_for_async(counted, timeout=30, what="the edited run's decision counted")
+    assert sample(text, "agentrun_runs_awaiting_tool_approval", namespace=namespace) == 2, \
+        "parked, and decided waiting for round 2; not the finished one"
+    assert moved(text, "agentrun_tool_decisions_total", action="approve", source="api") == 1
+    assert moved(text, "agentrun_tool_decisions_total", action="reject", source="timeout") == 1
+    assert moved(text, "agentrun_tool_approval_wait_seconds_count") == 3
+    assert moved(text, "agentrun_tool_approval_wait_seconds_sum") == 30 + 1800 + 5

@@ -1,4 +1,4 @@
-"""`bench.runs --json`, `bench.gate --json` and `bench.replay --json` end with one JSON object whose keys
+"""`bench.runs --json`, `bench.gate --json`, `bench.replay --json`, `bench.agent --json` and `bench.approvals --json` end with one JSON object whose keys
 bench/README.md documents.
 
 At a tiny load: this checks the scripts and their contract, not the figures (the benches assert nothing)."""
@@ -73,3 +73,15 @@ def test_the_agent_bench_ends_with_its_documented_figures() -> None:
     assert all(figures[k] > 0 for k in ("agent_cold_start_s", "agent_cold_start_anthropic_s", "round_overhead_ms_p50",
                                         "journal_bytes_per_round", "exec_roundtrip_ms_p50", "file_tool_ms_p50"))
     assert figures["run20_overhead_s"] > 0, "a run of 2 rounds on the stack"
+
+
+def test_the_approvals_bench_ends_with_its_documented_figures() -> None:
+    out = subprocess.run([sys.executable, "-m", "bench.approvals", "--runs", "2", "--concurrency", "2", "--parked", "2",
+                          "--park-window", "2", "--park-seconds", "2", "--json"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(figures) == _documented("approvals")
+    assert figures["tool_resume_runs_ok"] == 2 and figures["tool_resume_s_p50"] > 0, figures  # the command ran
+    assert figures["history_bytes_per_approval"] > 0 and figures["tool_parked"] == 2, figures
+    assert figures["tool_parked_pods"] == 0, figures  # listed while they wait

@@ -1,7 +1,7 @@
 """The agent pod acting, end to end on localkube with the scripted model (SPEC §9): Sympozium's k8s-ops example
 counts the nodes through its sidecar's per-run clusterRBAC (and reads kubectl's Forbidden without it), no command
 sees the model key, a pack's declared tool runs in its sidecar, an MCP server's tool is called with its token from a
-Secret, the policy keeps a denied tool from running and refuses `ask`, and an agent whose pod is deleted between two
+Secret, the policy keeps a denied tool from running and a call that asks for approval waits for it (SPEC §10), and an agent whose pod is deleted between two
 tool calls continues from its journal: the first command's side effect happens once, the first model response is
 asked for once.
 
@@ -10,6 +10,7 @@ own (localkube's kubelet), so reading every /proc/*/environ in the tools contain
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import uuid
@@ -22,11 +23,15 @@ import pytest
 import uvicorn
 import yaml
 from kubernetes import client
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from localkube.testing import Handle
+from models.approvals import ToolDecision
 from tests.e2e.conftest import Stack, agent_run, condition
 from tests.fake_model import Call, FakeModelServer, Turn, serve_model
 from tests.waiting import wait_for
+from workflows.agent_run import AgentRunWorkflow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "k8s-ops.yaml"
 # Every environment variable of every process the command can see: how many name a provider key, how many a PATH
@@ -161,7 +166,7 @@ def mcp_server() -> Iterator[MCP]:
         thread.join(timeout=10)
 
 
-def test_an_mcp_tool_is_called_with_its_token_a_denied_tool_never_runs_and_ask_is_refused(
+def test_an_mcp_tool_is_called_with_its_token_a_denied_tool_never_runs_and_an_asked_call_waits_for_its_rejection(
         stack: Stack, namespace: str, model: FakeModelServer, mcp_server: MCP) -> None:
     ns, token = namespace, f"mcp-{uuid.uuid4().hex}"
     _key(stack, ns, "anthropic-key", {"ANTHROPIC_API_KEY": "sk-ant-test"})
@@ -183,6 +188,12 @@ def test_an_mcp_tool_is_called_with_its_token_a_denied_tool_never_runs_and_ask_i
                     Turn(calls=[Call("list_directory", {"path": "."})]),
                     Turn(text="alice is on call", cached_tokens=4)]
     stack.create(ns, "agentruns", agent_run("careful", task="Who is on call?", agent_ref="ops"))
+    # ask: the agent parks until someone decides (SPEC §10); a rejection straight to Temporal answers the model.
+    calls = wait_for(lambda: (((stack.get_run(ns, "careful") or {}).get("status") or {}).get("toolApproval") or {})
+                     .get("calls"), timeout=120, what="the asked call to wait for approval")
+    wid = (stack.get_run(ns, "careful") or {})["status"]["workflowId"]
+    asyncio.run(_reject(stack, wid, ToolDecision(call_id=calls[0]["id"], action="reject", decided_by="tester",
+                                                 arguments_sha256=calls[0]["argumentsSha256"], reason="no")))
     st = stack.wait_phase(ns, "careful", timeout=120)["status"]
     assert (st["phase"], st["result"]) == ("Succeeded", "alice is on call"), st
     assert all(r.path.endswith("/messages") and r.stream for r in model.requests), "Anthropic's wire, streaming"
@@ -192,9 +203,14 @@ def test_an_mcp_tool_is_called_with_its_token_a_denied_tool_never_runs_and_ask_i
     assert on_call == "alice is on call"
     assert mcp_server.authorizations and set(mcp_server.authorizations) == {f"Bearer {token}"}
     assert "denied by policy careful" in denied, denied
-    assert "needs approval" in asked and "not available" in asked, asked
+    assert asked == "rejected by temporal:tester: no", asked
     assert "denied.txt" not in listing and "asked.txt" not in listing, "neither ran"
     assert st["tokenUsage"]["cachedInputTokens"] == 4, st["tokenUsage"]
+
+
+async def _reject(stack: Stack, workflow_id: str, decision: ToolDecision) -> None:
+    temporal = await Client.connect(stack.temporal.address, data_converter=pydantic_data_converter)
+    await temporal.get_workflow_handle(workflow_id).execute_update(AgentRunWorkflow.decide_tool_call, decision)
 
 
 def _workspace(localkube: Handle, stack: Stack, ns: str, run: str) -> Path | None:

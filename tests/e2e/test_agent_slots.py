@@ -7,21 +7,25 @@ The whole path through AgentRuns is in test_max_concurrent.py.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from activities.slots import SlotActivities
 from cli.stack import TemporalDevServer
 from models.slots import SLOT_SIGNAL, SlotEntry, SlotNotice, SlotRelease, SlotRequest, SlotsState
 from tests.waiting import wait_for_async
 from workflows.agent_slots import AgentSlotsWorkflow
+
+HISTORIES = Path(__file__).resolve().parents[1] / "workflows" / "histories"
 
 
 @workflow.defn(sandboxed=False)
@@ -173,3 +177,18 @@ async def test_it_continues_as_new_with_its_state_and_ends_when_idle(slots: Slot
     async def ended() -> bool:
         return (await sem.describe()).status == WorkflowExecutionStatus.COMPLETED
     await wait_for_async(ended, timeout=15, what="the idle slots workflow to end")
+    # Both runs' histories replay (the first continued as new, the last ended idle); with
+    # AGENTRUN_RECORD_HISTORIES=1 they are kept for tests/workflows/test_replay.py.
+    last_run = (await sem.describe()).run_id
+    await _history_replays(slots.client, sem.id, first_run, "slots-continued-as-new")
+    await _history_replays(slots.client, sem.id, last_run, "slots-ended-idle")
+
+
+async def _history_replays(client: Client, workflow_id: str, run_id: str | None, name: str) -> None:
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    replayer = Replayer(workflows=[AgentSlotsWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+    path = HISTORIES / f"{name}.json"  # existing recordings are kept: that older histories still replay is the point
+    if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1" and not path.exists():
+        path.write_text(history.to_json())

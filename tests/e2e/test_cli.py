@@ -62,9 +62,10 @@ def cli(state_dir: Path, namespace: str, capsys: pytest.CaptureFixture[str]) -> 
 class Lines:
     """A subprocess's stdout lines as they come, read on a thread; waited for with deadlines."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     stderr=subprocess.STDOUT, text=True,
+                                     env={**(env or os.environ), "PYTHONUNBUFFERED": "1"})
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

@@ -9,6 +9,7 @@ default of 50 runs per Agent, which no other test comes near.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -26,7 +27,7 @@ from temporalio.client import (
 )
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RetryConfig, RPCError, RPCStatusCode
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from activities.prune import PruneActivities
 from bridge.prune import ensure_prune_schedule, keep_prune_schedule
@@ -40,6 +41,7 @@ from tests.waiting import wait_for
 from workflows.prune import PruneHistoryWorkflow
 
 T = TypeVar("T")
+HISTORIES = Path(__file__).resolve().parents[1] / "workflows" / "histories"
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], *, within: float, what: str) -> T:
@@ -117,7 +119,21 @@ async def trigger_pass(temporal: Client) -> list[PruneSummary]:
         return [a.action.workflow_id for a in new if isinstance(a.action, ScheduleActionExecutionStartWorkflow)]
 
     wids = await eventually(started, within=30, what="the triggered pass to start")
-    return [await temporal.get_workflow_handle(w, result_type=PruneSummary).result() for w in wids]
+    summaries = [await temporal.get_workflow_handle(w, result_type=PruneSummary).result() for w in wids]
+    await history_replays(temporal, wids[-1], "prune-pass")
+    return summaries
+
+
+async def history_replays(temporal: Client, workflow_id: str, name: str) -> None:
+    """The pass's history replays; with AGENTRUN_RECORD_HISTORIES=1 it is kept for tests/workflows/test_replay.py
+    (existing recordings are kept: that older histories still replay is the point)."""
+    history = await temporal.get_workflow_handle(workflow_id).fetch_history()
+    replayer = Replayer(workflows=[PruneHistoryWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+    path = HISTORIES / f"{name}.json"
+    if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1" and not path.exists():
+        path.write_text(history.to_json())
 
 
 async def test_the_schedule_keeps_the_agents_limit_of_newest_terminal_runs_oldest_removed_running_untouched(

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from models.approvals import ToolDecision
 from models.gate import Verdict
 from tests.e2e.conftest import Stack, agent, agent_run
 from tests.waiting import wait_for
@@ -46,7 +47,14 @@ SHAPES: dict[str, dict[str, Any]] = {
     "sub-agent": {"parent": {"runName": "boss", "sessionKey": "s", "spawnDepth": 1}},
     # The agent's pod is deleted while it runs: the agent is started again in a Job of its own (patch agent-restarts).
     "agent-restarted": {"task": "sleep:6 hi"},
+    # Tool calls that wait for approval (patch tool-approvals): two rounds, each approved by an Update after one
+    # refused for an unknown call; and one the policy's toolApproval timeout denies.
+    "tool-approved-twice": {"task": 'save\ntool:write_file {"path": "a", "content": "1"}\n'
+                                    'tool:write_file {"path": "b", "content": "2"}'},
+    "tool-denied-by-timeout": {"task": 'save\ntool:write_file {"path": "a", "content": "1"}'},
 }
+# Shapes whose Agent's policy asks for approval of write_file, with this toolApproval.
+ASKS: dict[str, dict[str, str]] = {"tool-approved-twice": {}, "tool-denied-by-timeout": {"timeout": "2s"}}
 # Shapes whose agent pod the test deletes once it runs.
 POD_DELETED = {"agent-restarted"}
 EARLY_SIGNAL = {"gate-refused-early-then-timeout"}
@@ -58,7 +66,14 @@ THEN_WHILE_PENDING = {"gate-retried-then-approved": "approve"}
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, shape: str) -> None:
-    stack.create(namespace, "agents", agent())
+    body = agent()
+    if shape in ASKS:
+        stack.create(namespace, "sympoziumpolicies", {
+            "apiVersion": "sympozium.ai/v1alpha1", "kind": "SympoziumPolicy", "metadata": {"name": "asks"},
+            "spec": {"toolGating": {"rules": [{"tool": "write_file", "action": "ask"}]},
+                     "toolApproval": ASKS[shape]}})
+        body["spec"]["policyRef"] = "asks"
+    stack.create(namespace, "agents", body)
     spec = dict(SHAPES[shape])
     task = spec.pop("task", "hello")
     if "parent" in spec:
@@ -82,6 +97,21 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
             again = wait_for(lambda: pending("r-try2"), timeout=60, what="attempt 2's gate to wait")
             await client.get_workflow_handle(again["status"]["workflowId"]).signal(
                 AgentRunWorkflow.verdict, Verdict(action=THEN_WHILE_PENDING[shape]))
+    if shape == "tool-approved-twice":
+        for round_ in (1, 2):
+            def parked(n: int = round_) -> dict[str, Any] | None:
+                r = stack.get_run(namespace, "r") or {}
+                ta = (r.get("status") or {}).get("toolApproval") or {}
+                return r if ta.get("state") == "pending" and ta.get("round") == n else None
+            waiting = wait_for(parked, timeout=90, what=f"round {round_}'s call to wait")
+            handle = client.get_workflow_handle(waiting["status"]["workflowId"])
+            call = waiting["status"]["toolApproval"]["calls"][0]
+            if round_ == 1:
+                with pytest.raises(WorkflowUpdateFailedError):
+                    await handle.execute_update(AgentRunWorkflow.decide_tool_call, ToolDecision(
+                        call_id="nope", action="approve", arguments_sha256=call["argumentsSha256"]))
+            await handle.execute_update(AgentRunWorkflow.decide_tool_call, ToolDecision(
+                call_id=call["id"], action="approve", arguments_sha256=call["argumentsSha256"], decided_by="rec"))
     if shape in POD_DELETED:
         def agent_pod() -> Any:
             pods = stack.core.list_namespaced_pod(namespace, label_selector="job-name=r").items
@@ -91,6 +121,10 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
     run = stack.wait_phase(namespace, "r", timeout=120)
     if shape in POD_DELETED:
         assert (run["status"]["phase"], run["status"]["agentRestarts"]) == ("Succeeded", 1), run["status"]
+    if shape in ASKS:
+        decided = [(d["action"], d["source"]) for d in run["status"]["toolApprovals"]]
+        assert run["status"]["phase"] == "Succeeded" and decided == (
+            [("approve", "temporal")] * 2 if shape == "tool-approved-twice" else [("reject", "timeout")]), run["status"]
     handle = client.get_workflow_handle(run["status"]["workflowId"])
     await handle.result()  # the workflow has also finished its cleanup
     history = await handle.fetch_history()
@@ -98,17 +132,18 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None
     if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1":
-        _save(shape, history.to_json())
+        _save(shape, history.to_json(), "v6" if shape in ASKS else "v5")
 
 
-def _save(shape: str, text: str) -> None:
+def _save(shape: str, text: str, version: str = "v5") -> None:
     """Existing recordings are kept: that older histories still replay is the point."""
     OUT.mkdir(parents=True, exist_ok=True)
     # Type "AgentRun"; the unprefixed ones are version 1 ("AgentRunWorkflow"); v2- were recorded before the final
     # status moved into the cleanup step (patch final-status-in-cleanup), v3- after, v4- once a run looks at its
     # Jobs in a local activity (patch observe-locally), v5- once a verdict claiming our API or bridge must carry their
     # signature (patch signed-verdicts, marked where a run's first verdict arrives: the shapes that get one) and once a
-    # lost agent pod is started again (patch agent-restarts: the agent-restarted shape).
-    path = OUT / f"v5-{shape}.json"
+    # lost agent pod is started again (patch agent-restarts: the agent-restarted shape); v6- once tool calls wait for
+    # approval (patch tool-approvals: the tool-* shapes).
+    path = OUT / f"{version}-{shape}.json"
     if not path.exists():
         path.write_text(text)

@@ -7,6 +7,7 @@ Temporal Schedule, never wall-clock waits of minutes.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 from collections.abc import AsyncIterator
@@ -16,6 +17,8 @@ from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 import pytest
+import yaml
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 from temporalio.client import Client, ScheduleBackfill, ScheduleHandle, ScheduleOverlapPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -23,11 +26,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from models.schedule import ScheduleRef, TickResult, temporal_schedule_id
+from tests.conftest import AUDIT_LOG
 from tests.e2e.conftest import QUIET_CRON, TERMINAL, Record, Stack, agent
 from tests.waiting import wait_for, wait_for_async
 from workflows.scheduled_run import ScheduledRunWorkflow
 
 GROUP, VERSION, PLURAL = "sympozium.ai", "v1alpha1", "sympoziumschedules"
+LEASE_NAMESPACE, LEASE_NAME = "default", "agentrun-bridge"  # the bridges' Lease (bridge/settings.py's defaults)
 
 
 def schedule(name: str, cron: str, task: str = "hello", **spec: Any) -> dict[str, Any]:
@@ -61,6 +66,10 @@ def handle_of(temporal: Client, stack: Stack, ns: str, name: str) -> ScheduleHan
     assert obj is not None
     m = obj["metadata"]
     return temporal.get_schedule_handle(temporal_schedule_id(ScheduleRef(namespace=ns, name=name, uid=m["uid"])))
+
+
+def audit_lines(stack: Stack) -> int:
+    return len((stack.kube.state_dir / AUDIT_LOG).read_text().splitlines())
 
 
 def runs_of(stack: Stack, ns: str, name: str) -> list[dict[str, Any]]:
@@ -119,11 +128,69 @@ def test_interval_schedule_creates_one_run_per_tick_named_by_tick_time_and_owned
     assert "nextRunTime" not in status["status"]
 
 
+def bridge_kubeconfig(stack: Stack, namespace: str, name: str, path: Path) -> str:
+    """A kubeconfig for one bridge replica with a user of its own (a ServiceAccount the bridge's powers are bound
+    to), so localkube's audit log tells the replicas' requests apart; returns that user's name."""
+    core, rbac = stack.core, stack.rbac
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": f"{namespace}-{name}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]})
+    token = core.create_namespaced_service_account_token(
+        name, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    config = yaml.safe_load(stack.kube.kubeconfig.read_text())
+    for u in config["users"]:
+        u["user"] = {"token": token}
+    path.write_text(yaml.safe_dump(config))
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def acting_order(stack: Stack, since: int, users: set[str]) -> list[str]:
+    """Whose request each of `users`' requests was, in the order localkube served them, leaving out the Lease (which
+    followers read and try to take: taking part in the election is not acting)."""
+    lines = (stack.kube.state_dir / AUDIT_LOG).read_text().splitlines()[since:]
+    out = []
+    for line in lines:
+        r = json.loads(line)
+        if r["user"] in users and "/leases" not in r["path"]:
+            out.append(r["user"])
+    return out
+
+
+def lease_transitions(stack: Stack) -> int | None:
+    """How often the bridges' Lease changed hands; None while there is none (its first holder creates it)."""
+    try:
+        lease: Any = client.CoordinationV1Api(stack.api).read_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return int(lease.spec.lease_transitions or 0)
+
+
 async def test_two_bridges_never_create_two_runs_for_one_tick(stack: Stack, namespace: str, record: Record,
-                                                              temporal_client: Client) -> None:
-    second = stack.bridge.__class__("bridge-2", stack.bridge.args, {**stack.bridge.env, "AGENTRUN_IDENTITY": "b2"},
-                                    stack.bridge.log.with_name("bridge-2.log"))
-    second.start()
+                                                              temporal_client: Client, tmp_path: Path) -> None:
+    """Two bridge replicas, each with a Kubernetes user of its own: only the Lease holder acts. Runs are made by the
+    tick's workflow and Temporal Schedules are unique by ID, so run counts alone cannot show two bridges acting at
+    once; localkube's audit log can: the replicas' requests (but on the Lease) never interleave, their holder
+    changing at most as often as the Lease changed hands (a replica that loses it stops before another can take
+    it: bridge/leader.py). Both acting (a broken election) interleaves them at every resync."""
+    users = {}
+    bridges = []
+    for name in ("bridge-a", "bridge-b"):
+        kubeconfig = tmp_path / f"{name}.kubeconfig"
+        users[name] = bridge_kubeconfig(stack, namespace, name, kubeconfig)
+        bridges.append(stack.bridge.__class__(
+            name, stack.bridge.args, {**stack.bridge.env, "AGENTRUN_IDENTITY": name,
+                                      "AGENTRUN_KUBE__KUBECONFIG": str(kubeconfig)},
+            stack.bridge.log.with_name(f"{name}.log")))
+    # The stack's bridge stands down (a clean stop gives the Lease up), so the two replicas are the only bridges.
+    stack.bridge.stop()
+    since = audit_lines(stack)
+    transitions = lease_transitions(stack)
+    for b in bridges:
+        b.start()
     try:
         stack.create(namespace, "agents", agent())
         runs = record(namespace, "agentruns")
@@ -144,8 +211,22 @@ async def test_two_bridges_never_create_two_runs_for_one_tick(stack: Stack, name
         listed = [s async for s in await temporal_client.list_schedules()
                   if s.id.startswith(f"sympozium-schedule/{namespace}/twice/")]
         assert len(listed) == 1
+        # (localkube logs a request when it ends: the leader's lists and writes by now, not its open watches.)
+        order = acting_order(stack, since, set(users.values()))
+        assert order, "neither replica acted"
+        changes = sum(1 for a, b in itertools.pairwise(order) if a != b)
+        # The first replica to lead takes the Lease over from the stack's bridge (one change of hands) or creates
+        # it (none); any later change of hands is from one replica to the other.
+        between = (lease_transitions(stack) or 0) - (transitions + 1 if transitions is not None else 0)
+        assert changes <= between, (
+            f"the replicas' requests interleave ({changes} changes of hands; the Lease went from one replica to "
+            f"the other {between} times): {order}")
     finally:
-        second.stop()
+        for b in bridges:
+            b.stop()
+        stack.bridge.start()
+        for name in users:
+            stack.rbac.delete_cluster_role_binding(f"{namespace}-{name}")
 
 
 async def test_forbid_skips_ticks_while_a_run_is_active_and_resumes_after(

@@ -1238,3 +1238,36 @@ def test_a_native_sidecar_runs_beside_the_main_container_and_is_stopped_when_it_
     assert (ctl / "side-stopped").read_text().strip() == "stopped"  # SIGTERM, within the grace period
     (cs,) = p.status.container_statuses
     assert cs.state.terminated.exit_code == 0
+
+
+def test_a_pod_whose_node_selector_the_node_does_not_match_stays_pending_until_the_node_is_labelled(k: Cluster) -> None:
+    """kube-scheduler's NodeAffinity filter on localkube's one node (localkube/scheduler.py): an unmatched nodeSelector
+    leaves the pod unbound, Pending, with the real scheduler's condition and event; labelling the node schedules it;
+    a selector the node matches runs at once."""
+    key = f"pool.localkube.test/{k.ns}"  # this test's own label: the node is shared by the session's tests
+    k.create_pod(pod("picky", {**pod_spec(container("main", "echo placed")), "nodeSelector": {key: "gpu"}}))
+    k.create_pod(pod("easy", {**pod_spec(container("main", "echo anywhere")),
+                              "nodeSelector": {"kubernetes.io/hostname": "localkube", "kubernetes.io/os": "linux"}}))
+    k.wait_phase("easy", "Succeeded")
+
+    def refused() -> Any:
+        p = k.read_pod("picky")
+        return next((c for c in p.status.conditions or [] if c.type == "PodScheduled" and c.status == "False"), None)
+
+    cond = wait_for(refused, what="the picky pod refused by the scheduler")
+    assert cond.reason == "Unschedulable"
+    assert cond.message == ("0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. "
+                            "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
+    picky = k.read_pod("picky")
+    assert picky.status.phase == "Pending" and not picky.spec.node_name
+    events = k.core.list_namespaced_event(k.ns, field_selector="involvedObject.name=picky").items
+    assert [(e.type, e.reason, e.source.component) for e in events] == [
+        ("Warning", "FailedScheduling", "default-scheduler")]
+    try:
+        k.core.patch_node("localkube", {"metadata": {"labels": {key: "cpu"}}})  # still not a match
+        k.core.patch_node("localkube", {"metadata": {"labels": {key: "gpu"}}})
+        k.wait_phase("picky", "Succeeded")
+        assert k.read_pod("picky").spec.node_name == "localkube"
+        assert k.log("picky") == "placed\n"
+    finally:
+        k.core.patch_node("localkube", {"metadata": {"labels": {key: None}}})

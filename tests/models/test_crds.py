@@ -117,5 +117,5 @@ def test_kubectl_get_shows_the_printer_columns(crds_installed: None, kubectl: Ku
 
     listing = wait_for(listed, what="kubectl get agentruns")
     header = listing.splitlines()[0].split()
-    assert header == ["NAME", "AGENT", "PHASE", "GATE", "AGE"]
+    assert header == ["NAME", "AGENT", "PHASE", "GATE", "TOOLS", "AGE"]
     assert listing.splitlines()[1].split()[:2] == ["cols", "helper"]

@@ -24,7 +24,7 @@ from activities.kube import RUN_GONE
 from models.agentrun import AgentRunStatus, Condition, ModelSpec
 from models.events import RunEvent
 from models.names import job_name
-from models.resolve import ResolvedHook, ResolvedRetry, ResolvedRun, RunRef
+from models.resolve import ResolvedHook, ResolvedRetry, ResolvedRun, ResolvedToolApproval, RunRef
 from models.run import StatusUpdate
 from models.slots import SlotLimit
 from models.steps import (
@@ -41,6 +41,8 @@ from models.steps import (
     JobState,
     Metrics,
     ObserveJob,
+    ParkAgent,
+    Parked,
     Published,
     Resolution,
     RunningHook,
@@ -58,14 +60,14 @@ def hook(name: str, *, timeout: int = 60, gate: bool = False) -> ResolvedHook:
 def resolved_run(name: str = "r", *, uid: str = "", pre_run: list[ResolvedHook] | None = None,
                  post_run: list[ResolvedHook] | None = None, timeout: int = 600, gate_timeout: int = 600,
                  gate_default: str = "block", agent: str = "a", retry: ResolvedRetry | None = None,
-                 agent_restarts: int = 0) -> ResolvedRun:
+                 agent_restarts: int = 0, tool_approval: ResolvedToolApproval | None = None) -> ResolvedRun:
     """A run as resolve_run returns it; each has its own uid (so its own workflow ID) unless told."""
     return ResolvedRun.model_validate({
         "ref": RunRef(namespace="ns", name=name, uid=uid or f"uid-{uuid.uuid4().hex[:12]}"), "agent": agent, "task": "say hi", "agent_id": agent,
         "session_key": "s", "system_prompt": "", "image": "agent:dev", "model": ModelSpec(provider="echo", model="echo"), "env": {},
         "timeout_seconds": timeout, "pre_run": pre_run or [], "post_run": post_run or [],
         "gate_default": gate_default, "gate_timeout_seconds": gate_timeout, "retry": retry,
-        "agent_restarts": agent_restarts})
+        "agent_restarts": agent_restarts, "tool_approval": tool_approval})
 
 
 @dataclass
@@ -105,6 +107,9 @@ class FakeCluster:
     agent: AgentOutcome = field(default_factory=lambda: AgentOutcome(
         status="success", response="hi there", metrics=Metrics(input_tokens=3, output_tokens=5)))
     agents: list[AgentOutcome] = field(default_factory=list)  # attempt N's outcome (the last for later ones)
+    # The outcome of each agent container in the order their Jobs are created, whatever the attempt (the last for
+    # later ones): an agent that parks (status waiting), then the one started again with the decisions, ...
+    containers: list[AgentOutcome] = field(default_factory=list)
     # The pods of the first `lose` agent Jobs are lost (deleted) before their agent reports anything.
     lose: int = 0
     nats_down: bool = False  # steps cannot publish: their events come back for the workflow to retry
@@ -144,6 +149,8 @@ class FakeCluster:
                 out.append(arg.status)
             elif name == "update_status":
                 out.append(arg.update)
+            elif name == "park_agent":
+                out.append(arg.status)
             elif name == "clean_up" and arg.final is not None:  # the final status, written first by cleanup
                 out.append(arg.final.update)
         return out
@@ -207,7 +214,8 @@ class FakeCluster:
                 cluster.run_version += 1
                 version = str(cluster.run_version)
             ref = JobRef(namespace=req.job.run.ref.namespace,
-                         name=job_name(req.job.run.ref.name, req.job.component, req.job.attempt, req.job.restart),
+                         name=job_name(req.job.run.ref.name, req.job.component, req.job.attempt, req.job.restart,
+                                       req.job.resumed),
                          uid=f"job-{next(cluster._uids)}", component=req.job.component)
             script = cluster.jobs.get(f"{req.job.component}@{req.job.attempt}",
                                       cluster.jobs.get(req.job.component, JobScript()))
@@ -243,6 +251,9 @@ class FakeCluster:
                 report.agent = AgentOutcome(status="error", exit_code=143, lost="was deleted",
                                             error=f"the agent's pod {state.pod_name} of Job {ref.name} was deleted "
                                                   "before it reported a result")
+            elif state.finished and ref.component == "agent-run" and cluster.containers:
+                agents = [j for j in cluster.created if j.ref.component == "agent-run"]
+                report.agent = cluster.containers[min(agents.index(job), len(cluster.containers) - 1)]
             elif state.finished and ref.component == "agent-run":
                 report.agent = (cluster.agents[min(job.attempt, len(cluster.agents)) - 1] if cluster.agents
                                 else cluster.agent)
@@ -262,6 +273,15 @@ class FakeCluster:
                 if j.ref.uid == req.job.uid:
                     j.deleted = True
 
+        @activity.defn(name="park_agent")
+        async def park_agent(req: ParkAgent) -> Parked:
+            await cluster._called("park_agent", req)
+            for j in cluster.created:
+                if any(j.ref.uid == k.uid for k in req.jobs):
+                    j.deleted = True
+            cluster.run_version += 1
+            return Parked(run_version=str(cluster.run_version), unpublished=published(req.events))
+
         @activity.defn(name="clean_up")
         async def clean_up(req: CleanUp) -> Published | None:
             await cluster._called("clean_up", req)
@@ -272,4 +292,4 @@ class FakeCluster:
             cluster.retried_events.append(event)
             cluster.events.append(event)
 
-        return [begin_run, start_job, observe_job, update_status, delete_job, clean_up, publish_event]
+        return [begin_run, start_job, observe_job, update_status, delete_job, park_agent, clean_up, publish_event]

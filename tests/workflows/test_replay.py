@@ -1,14 +1,18 @@
-"""Recorded workflow histories (AgentRunWorkflow, ScheduledRunWorkflow) replay with the current code, so a change that breaks
-determinism (reordered or renamed steps, new activities without versioning) fails CI.
+"""Recorded workflow histories (AgentRunWorkflow, ScheduledRunWorkflow, AgentSlotsWorkflow, PruneHistoryWorkflow)
+replay with the current code, so a change that breaks determinism (reordered or renamed steps, new activities without versioning) fails CI.
 
 The histories come from real runs (tests/e2e/test_record_histories.py). Refresh them only on
 purpose, for a deliberate, versioned workflow change:
 
     AGENTRUN_RECORD_HISTORIES=1 .venv/bin/pytest tests/e2e/test_record_histories.py
+
+(the slots and prune workflows' histories: tests/e2e/test_agent_slots.py and tests/e2e/test_prune.py, the same way.)
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,11 @@ from tests.spans import SpanCollector
 from workflows import tracing
 from workflows.agent_run import AgentRunWorkflow
 from workflows.agent_run_v1 import AgentRunWorkflowV1
+from workflows.agent_slots import AgentSlotsWorkflow
+from workflows.prune import PruneHistoryWorkflow
 from workflows.scheduled_run import ScheduledRunWorkflow
+
+WORKFLOWS = [AgentRunWorkflow, AgentRunWorkflowV1, ScheduledRunWorkflow, AgentSlotsWorkflow, PruneHistoryWorkflow]
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 TEXTS = {p.stem: p.read_text() for p in HISTORIES}
@@ -33,6 +41,25 @@ def test_there_are_recorded_histories_of_both_versions() -> None:
     assert len([p for p in HISTORIES if p.stem.startswith("v3-")]) >= 5
 
 
+def test_the_tool_approval_shapes_are_recorded_behind_their_patch() -> None:
+    """The v6 histories (tests/e2e/test_record_histories.py's tool-* shapes) took the tool-approvals branch: two
+    rounds each decided by an Update, and a call the policy's timeout denied."""
+    for shape, updates in (("v6-tool-approved-twice", 3), ("v6-tool-denied-by-timeout", 0)):
+        events = json.loads(TEXTS[shape])["events"]
+        patches = [base64.b64decode(p["data"]).decode() for e in events if "markerRecordedEventAttributes" in e
+                   for p in e["markerRecordedEventAttributes"].get("details", {}).get("patch-data", {})
+                   .get("payloads", [])]
+        assert any('"id":"tool-approvals"' in p for p in patches), (shape, patches)
+        accepted = [e for e in events if "workflowExecutionUpdateAcceptedEventAttributes" in e]
+        assert len(accepted) == updates, shape  # round 1: an unknown call, then the approval; round 2: the approval
+
+
+def test_the_slots_and_prune_workflows_have_recorded_histories() -> None:
+    """Their shapes: a slots workflow that continued as new with its holders and queue, one that ended idle, and a
+    pruning pass."""
+    assert {"slots-continued-as-new", "slots-ended-idle", "prune-pass"} <= set(TEXTS)
+
+
 @pytest.mark.parametrize("name", sorted(TEXTS))
 async def test_recorded_history_replays(name: str, spans: SpanCollector) -> None:
     """With Temporal's OpenTelemetry interceptor, as the worker runs them (its spans add headers, never commands),
@@ -40,7 +67,7 @@ async def test_recorded_history_replays(name: str, spans: SpanCollector) -> None
     (the test process's tracer provider is the worker's replay-safe one: tests/conftest.py)."""
     history = WorkflowHistory.from_json(name, TEXTS[name])
     # The replayer picks the workflow by the type recorded in the history.
-    replayer = Replayer(workflows=[AgentRunWorkflow, AgentRunWorkflowV1, ScheduledRunWorkflow],
-                        data_converter=pydantic_data_converter, interceptors=[OpenTelemetryInterceptor()])
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter,
+                        interceptors=[OpenTelemetryInterceptor()])
     await replayer.replay_workflow(history)
     assert not [s.name for s in spans.take() if s.instrumentation_scope.name == tracing.TRACER]

@@ -6,6 +6,9 @@ the Service endpoints) and livenessProbe (failureThreshold consecutive failures 
 container: SIGTERM, SIGKILL after the grace period). httpGet (http and https, certificates not
 checked, as the kubelet does), tcpSocket and exec (run in a sandbox with the container's mounts and
 environment, in its PID namespace) are supported; one timer per probe, never a busy loop.
+
+The prober asks the kubelet for what it needs through `runtime.PodRuntime` (the pod's address, a container's
+environment and sandbox, status writes, events), never the kubelet class itself.
 """
 
 from __future__ import annotations
@@ -16,13 +19,10 @@ import os
 import signal
 import ssl
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .controllers import record_event
-from .util import set_condition
-
-if TYPE_CHECKING:
-    from .kubelet import Kubelet, PodRun
+from ..util import set_condition
+from .runtime import PodRun, PodRuntime, open_pid_namespace, pid_namespace_fds, terminate_container
 
 Obj = dict[str, Any]
 
@@ -38,9 +38,9 @@ def _port(value: Any, container: Obj) -> int | None:
     return None
 
 
-async def check(kubelet: Kubelet, run: PodRun, pod: Obj, c: Obj, probe: Obj, mounts: dict[str, Path]) -> bool:
+async def check(kubelet: PodRuntime, run: PodRun, pod: Obj, c: Obj, probe: Obj, mounts: dict[str, Path]) -> bool:
     """One probe attempt: True on success."""
-    ip = kubelet.pod_ips.get(run.uid, "127.0.0.1")
+    ip = kubelet.pod_ip(run.uid)
     timeout = float(probe.get("timeoutSeconds", 1))
     try:
         async with asyncio.timeout(timeout):
@@ -60,21 +60,19 @@ async def check(kubelet: Kubelet, run: PodRun, pod: Obj, c: Obj, probe: Obj, mou
     return False
 
 
-async def _exec(kubelet: Kubelet, run: PodRun, pod: Obj, c: Obj, probe: Obj, mounts: dict[str, Path]) -> bool:
+async def _exec(kubelet: PodRuntime, run: PodRun, pod: Obj, c: Obj, probe: Obj, mounts: dict[str, Path]) -> bool:
     """An exec probe: the command runs with the container's mounts and environment, in its PID namespace (it
     sees the container's processes, as a probe run by the container runtime does)."""
-    from .kubelet import open_pid_namespace
-
-    env = kubelet._env(pod, c)
+    env = kubelet.container_env(pod, c)
     cr = run.containers.get(c["name"])
     pidns = None
     if cr is not None and cr.proc is not None and run.pidns_fd is None and not pod["spec"].get("hostPID"):
         pidns = open_pid_namespace(cr.proc.pid)
     try:
-        argv = kubelet._sandbox(run, pod, c, mounts, list(probe["exec"].get("command") or []), pidns=pidns)
+        argv = kubelet.sandbox_argv(run, pod, c, mounts, list(probe["exec"].get("command") or []), pidns=pidns)
         proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.DEVNULL,
                                                     stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
-                                                    pass_fds=kubelet.pid_namespace_fds(run, pidns))
+                                                    pass_fds=pid_namespace_fds(run, pidns))
     finally:
         if pidns is not None:
             os.close(pidns)
@@ -108,7 +106,7 @@ async def _http(get: Obj, c: Obj, ip: str) -> bool:
         writer.close()
 
 
-async def run(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, proc: asyncio.subprocess.Process,
+async def run(kubelet: PodRuntime, pod_run: PodRun, pod: Obj, c: Obj, proc: asyncio.subprocess.Process,
               mounts: dict[str, Path]) -> None:
     """Probe one running container until it exits (the caller cancels this when it does)."""
     startup = c.get("startupProbe")
@@ -116,7 +114,7 @@ async def run(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, proc: asyncio
         if not await _until_threshold(kubelet, pod_run, pod, c, startup, mounts):
             await _restart(kubelet, pod_run, pod, c, proc, "Startup")
             return
-        kubelet._write_status(pod_run.namespace, pod_run.name, lambda st: kubelet._container_status(
+        kubelet.write_status(pod_run.namespace, pod_run.name, lambda st: kubelet.container_status(
             st, False, c, started=True, **({} if c.get("readinessProbe") else {"ready": True})))
         if not c.get("readinessProbe"):
             _set_ready(kubelet, pod_run, c, True)
@@ -128,7 +126,7 @@ async def run(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, proc: asyncio
     await asyncio.gather(*loops)
 
 
-async def _until_threshold(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, probe: Obj,
+async def _until_threshold(kubelet: PodRuntime, pod_run: PodRun, pod: Obj, c: Obj, probe: Obj,
                            mounts: dict[str, Path]) -> bool:
     """The startup probe: True once it succeeds, False after failureThreshold failures."""
     await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
@@ -142,7 +140,7 @@ async def _until_threshold(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, 
         await asyncio.sleep(float(probe.get("periodSeconds", 10)))
 
 
-async def _readiness(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, probe: Obj,
+async def _readiness(kubelet: PodRuntime, pod_run: PodRun, pod: Obj, c: Obj, probe: Obj,
                      mounts: dict[str, Path]) -> None:
     await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
     ready, ok, bad = False, 0, 0
@@ -160,7 +158,7 @@ async def _readiness(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, probe:
         await asyncio.sleep(float(probe.get("periodSeconds", 10)))
 
 
-async def _liveness(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, probe: Obj,
+async def _liveness(kubelet: PodRuntime, pod_run: PodRun, pod: Obj, c: Obj, probe: Obj,
                     proc: asyncio.subprocess.Process, mounts: dict[str, Path]) -> None:
     await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
     bad = 0
@@ -175,27 +173,24 @@ async def _liveness(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, probe: 
         await asyncio.sleep(float(probe.get("periodSeconds", 10)))
 
 
-def _set_ready(kubelet: Kubelet, pod_run: PodRun, c: Obj, value: bool) -> None:
+def _set_ready(kubelet: PodRuntime, pod_run: PodRun, c: Obj, value: bool) -> None:
     def fn(st: Obj) -> None:
-        kubelet._container_status(st, False, c, ready=value)
+        kubelet.container_status(st, False, c, ready=value)
         statuses = st.get("containerStatuses") or []
         all_ready = bool(statuses) and all(s.get("ready") for s in statuses)
         conds = st.setdefault("conditions", [])
         for ctype in ("Ready", "ContainersReady"):
             set_condition(conds, ctype, "True" if all_ready else "False",
                           reason="" if all_ready else "ContainersNotReady")
-    kubelet._write_status(pod_run.namespace, pod_run.name, fn)
+    kubelet.write_status(pod_run.namespace, pod_run.name, fn)
 
 
-async def _restart(kubelet: Kubelet, pod_run: PodRun, pod: Obj, c: Obj, proc: asyncio.subprocess.Process,
+async def _restart(kubelet: PodRuntime, pod_run: PodRun, pod: Obj, c: Obj, proc: asyncio.subprocess.Process,
                    which: str) -> None:
     """A failed liveness or startup probe: the container is stopped; restartPolicy brings it back."""
-    record_event(kubelet.api, pod, "Unhealthy", f"{which} probe failed", type_="Warning", component="kubelet")
-    record_event(kubelet.api, pod, "Killing", f"Container {c['name']} failed {which.lower()} probe, will be "
-                 "restarted", component="kubelet")
-    from .kubelet import _terminate_container
-
-    _terminate_container(proc.pid)
+    kubelet.record(pod, "Unhealthy", f"{which} probe failed", type_="Warning")
+    kubelet.record(pod, "Killing", f"Container {c['name']} failed {which.lower()} probe, will be restarted")
+    terminate_container(proc.pid)
     grace = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(proc.wait(), timeout=grace)
