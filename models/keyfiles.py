@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 KEY_BYTES = 32
 KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
@@ -86,7 +84,9 @@ def new_key_line(key_id: str = "") -> str:
     kid = key_id or f"k{datetime.now(UTC):%Y%m%d}-{secrets.token_hex(3)}"
     if not KEY_ID.match(kid):
         raise KeyFileError(f"key id {kid!r} must be 1-63 letters, digits, '.', '_' or '-'")
-    return f"{kid} {base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
+    # 32 bytes from the OS's CSPRNG, as AESGCM.generate_key makes them: no cryptography import here, so the models a
+    # workflow imports load in Temporal's sandbox (which cannot load cryptography's native module a second time).
+    return f"{kid} {base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}"
 
 
 CODEC_KEYS_HEADER = "# codec keys: '<id> <base64 key>' per line; the first one encrypts, all of them decrypt"

@@ -12,9 +12,7 @@ from temporalio.worker import Replayer
 
 from models.codec import EncryptionCodec
 from models.settings import TemporalSettings
-from workflows.agent_run import AgentRunWorkflow
-from workflows.agent_run_v1 import AgentRunWorkflowV1
-from workflows.scheduled_run import ScheduledRunWorkflow
+from tests.workflows.test_replay import WORKFLOWS
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 TEXTS = {p.stem: p.read_text() for p in HISTORIES}
@@ -32,6 +30,5 @@ def keys(tmp_path: Path) -> Path:
 async def test_a_history_recorded_before_the_codec_replays_with_it(name: str, keys: Path) -> None:
     converter = TemporalSettings(codec_keys_file=str(keys)).data_converter()
     assert isinstance(converter.payload_codec, EncryptionCodec)
-    replayer = Replayer(workflows=[AgentRunWorkflow, AgentRunWorkflowV1, ScheduledRunWorkflow],
-                        data_converter=converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=converter)
     await replayer.replay_workflow(WorkflowHistory.from_json(name, TEXTS[name]))
