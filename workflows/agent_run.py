@@ -478,7 +478,9 @@ class AgentRunWorkflow:
         self._record.decisions_of(self._tools)
         self._state.step = f"waiting for approval of {calls}"
         remaining = (expires - workflow.now()).total_seconds()
-        if not await wait_until(lambda: self._tools.all_decided, seconds=max(remaining, 0.001)):
+        with tracing.span(f"waiting for approval of {calls}"):  # (no command: a span of the wait, no pod held)
+            decided_in_time = await wait_until(lambda: self._tools.all_decided, seconds=max(remaining, 0.001))
+        if not decided_in_time:
             self._tools.expire(on_timeout=policy.on_timeout, decided_at=rfc3339(workflow.now()),
                                why=f"the approval timed out: no decision within {policy.timeout_seconds}s "
                                    f"(toolApproval.onTimeout: {policy.on_timeout})")
