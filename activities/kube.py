@@ -69,6 +69,7 @@ from models.steps import (
     ObserveJob,
     ParkAgent,
     Parked,
+    Pricing,
     Published,
     Resolution,
     ResultRequest,
@@ -84,6 +85,7 @@ from . import skill_manifests as skm
 from .errors import application_error, kube_activity
 from .events import EventActivities
 from .manifests import RUN_MARKER, SKIP_MARKER
+from .pricing import PriceSource
 from .results import AgentOutcome, agent_outcome, lost_outcome, lost_why, skip_reason
 
 RUN_GONE = "RunGone"
@@ -131,7 +133,8 @@ class KubeActivities:
     def __init__(self, api: client.ApiClient, *, default_image: str, fallback_poll_seconds: int = 60,
                  qps: float = 50.0, burst: int = 100, events: EventActivities | None = None,
                  informer: Informer | None = None, keep_log_bytes: int = run_logs.DEFAULT_KEEP_LOG_BYTES,
-                 agent_restarts: int = 0, tools_image: str = "") -> None:
+                 agent_restarts: int = 0, tools_image: str = "", prices: PriceSource | None = None,
+                 agent_otlp_endpoint: str = "") -> None:
         self.kube = Kube(api, qps=qps, burst=burst)
         # The worker's shared view of Jobs, pods, Agents and policies: looks are answered from it where it can.
         self.informer = informer
@@ -147,6 +150,10 @@ class KubeActivities:
         # The tools container's image (where a run without a sandbox runs its commands); "": the run's own image.
         self.tools_image = tools_image
         self._agent_accounts: dict[str, float] = {}  # namespace -> when its agent ServiceAccount was last ensured
+        # What agents' tokens cost (activities/pricing.py): genai-prices, local providers, the prices ConfigMap.
+        self.prices = prices or PriceSource(None)
+        # Where the agents of Agents whose observability names no endpoint export their spans ("" : nowhere).
+        self.agent_otlp_endpoint = agent_otlp_endpoint
         self.keep_log_bytes = keep_log_bytes  # of each container's log, kept at cleanup (0: none)
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
@@ -495,6 +502,7 @@ class KubeActivities:
                                   attempt=req.attempt, gate_verdict=req.gate_verdict)
         if annotations:
             body["metadata"].setdefault("annotations", {}).update(annotations)
+        body = mf.traced(body, req.traceparent)
         job = await self._create(self.batch.create_namespaced_job, run.ref.namespace, body,
                                  read=self.batch.read_namespaced_job, uid=run.ref.uid)
         ref = JobRef(namespace=run.ref.namespace, name=job.metadata.name, uid=job.metadata.uid,
@@ -628,9 +636,17 @@ class KubeActivities:
     async def read_agent_result(self, req: ResultRequest) -> AgentOutcome:
         return await self._agent_outcome(req.job, await self._pod_of(req.job), timed_out=req.timed_out)
 
-    async def _agent_outcome(self, job: JobRef, pod: Any | None, *, timed_out: bool) -> AgentOutcome:
-        """What the agent said (its marker, else its exit code and last lines); an agent whose pod was ended from
-        outside before it reported a result is `lost` (results.lost_why), so the run may start it again."""
+    async def _agent_outcome(self, job: JobRef, pod: Any | None, *, timed_out: bool,
+                             pricing: Pricing | None = None) -> AgentOutcome:
+        """What the agent said (its marker, else its exit code and last lines), its tokens priced (`pricing`: by the
+        run's provider and model); an agent whose pod was ended from outside before it reported a result is `lost`
+        (results.lost_why), so the run may start it again."""
+        outcome = await self._said(job, pod, timed_out=timed_out)
+        if pricing is not None and (outcome.metrics.input_tokens or outcome.metrics.output_tokens):
+            outcome.metrics = await self.prices.price(outcome.metrics, pricing)
+        return outcome
+
+    async def _said(self, job: JobRef, pod: Any | None, *, timed_out: bool) -> AgentOutcome:
         if pod is None:
             if timed_out:
                 return agent_outcome("", None, timed_out=True)
@@ -762,8 +778,12 @@ class KubeActivities:
             # tools container's image never change in flight, whatever the worker's settings become.
             resolution.resolved.agent_restarts = self.agent_restarts
             resolution.resolved.tools_image = self.tools_image
+            obs = resolution.resolved.observability
+            if obs is not None and not obs.otlp_endpoint and self.agent_otlp_endpoint:
+                obs.otlp_endpoint = self.agent_otlp_endpoint
         status = AgentRunStatus(phase=Phase.PENDING, started_at=req.started_at, workflow_id=req.workflow_id,
-                                observed_generation=req.ref.generation, lifecycle_author=resolution.lifecycle_author)
+                                observed_generation=req.ref.generation, lifecycle_author=resolution.lifecycle_author,
+                                trace_id=req.trace_id or None)
         await self._write_status(req.ref, StatusUpdate(status=status), first=True)
         return resolution
 
@@ -805,7 +825,7 @@ class KubeActivities:
             if job.component == "agent-run":
                 # Past its activeDeadlineSeconds the Job controller killed the agent: a timeout too.
                 timed_out = req.timed_out or state.reason == "DeadlineExceeded"
-                report.agent = await self._agent_outcome(job, pod, timed_out=timed_out)
+                report.agent = await self._agent_outcome(job, pod, timed_out=timed_out, pricing=req.pricing)
             else:
                 report.hook = await self._hook_outcome(state, pod)
         return report

@@ -11,6 +11,7 @@ import base64
 import json
 from copy import deepcopy
 from typing import Any
+from urllib.parse import quote
 
 from activities import exec_manifests as xm
 from activities import skill_manifests as skm
@@ -344,7 +345,7 @@ def agent_job(run: ResolvedRun, *, workflow_id: str, attempt: int = 1, task: str
     Its pod: the agent container (the key, never a command), the container where its commands run (the sandbox, or
     a tools container), each SkillPack's sidecar (its own token and RBAC), all wrapped by the executor and joined
     by its volume (activities/exec_manifests.py)."""
-    pod_env = xm.agent_exec_env(run) + skm.agent_skill_env(run) + _tools_env(run)
+    pod_env = xm.agent_exec_env(run) + skm.agent_skill_env(run) + _tools_env(run) + observability_env(run)
     mounts = _mounts(run) + skm.agent_skill_mounts(run) + [xm.agent_exec_mount()]
     if run.journal:
         # The journal is on the workspace PVC beside /workspace, mounted by the agent container alone: commands
@@ -437,3 +438,54 @@ def postrun_job(run: ResolvedRun, *, workflow_id: str, agent_exit_code: int, age
            "initContainers": inits, "containers": [done], "volumes": _volumes(run)}
     return _job(run, component, workflow_id=workflow_id, pod_spec=pod, deadline_seconds=hook_deadline(hooks),
                 attempt=attempt)
+
+
+# -- traces (SPEC §12) ----------------------------------------------------------------------------
+
+TRACEPARENT = "TRACEPARENT"
+# The Secret named by an Agent's observability.headersSecretRef holds the OTLP export headers under this key, in
+# OTEL_EXPORTER_OTLP_HEADERS' own format (`name=value,name2=value2`); it reaches the agent only by reference.
+OTLP_HEADERS_SECRET_KEY = "headers"
+OTLP_SECRET_HEADERS_ENV = "AGENT_OTLP_SECRET_HEADERS"
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+def observability_env(run: ResolvedRun) -> list[Manifest]:
+    """The agent's exporter, from its Agent's `observability` (models/agent.py): the standard OTEL_* variables the
+    runner reads (agentrunner/tracing.py), the headers Secret by `secretKeyRef` (never its value). Nothing without an
+    enabled observability and an endpoint: the agent then exports nothing (and imports nothing for it)."""
+    obs = run.observability
+    if obs is None or not obs.enabled or not obs.otlp_endpoint:
+        return []
+    env: list[Manifest] = [{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": obs.otlp_endpoint},
+           {"name": "OTEL_EXPORTER_OTLP_PROTOCOL", "value": obs.otlp_protocol or "http/protobuf"},
+           {"name": "OTEL_SERVICE_NAME", "value": obs.service_name or "agentrun-agent"}]
+    attrs = {"agentrun.run": run.ref.name, "agentrun.agent": run.agent, "k8s.namespace.name": run.ref.namespace,
+             **obs.resource_attributes}
+    env.append({"name": "OTEL_RESOURCE_ATTRIBUTES", "value": ",".join(
+        f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in sorted(attrs.items()) if k and v)})
+    if obs.headers:
+        env.append({"name": "OTEL_EXPORTER_OTLP_HEADERS", "value": ",".join(
+            f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in sorted(obs.headers.items()))})
+    if obs.headers_secret_ref:
+        env.append({"name": OTLP_SECRET_HEADERS_ENV, "valueFrom": {"secretKeyRef": {
+            "name": obs.headers_secret_ref, "key": OTLP_HEADERS_SECRET_KEY, "optional": True}}})
+    # Every run's root span is sampled by its trace ID at the Agent's ratio (traceidratio), whatever the control
+    # plane sampled: the control plane and the agents of one trace agree whenever their ratios do.
+    env += [{"name": "OTEL_TRACES_SAMPLER", "value": "traceidratio"},
+            {"name": "OTEL_TRACES_SAMPLER_ARG", "value": obs.sampling_ratio or "1"}]
+    if obs.capture_content:
+        env.append({"name": CAPTURE_CONTENT_ENV, "value": "true"})
+    return env
+
+
+def traced(job: Manifest, traceparent: str) -> Manifest:
+    """`job` with TRACEPARENT first in every container's env (the agent, the tools container and sidecars, each
+    hook): each pod of the run continues the workflow's span it was started in. A hook's own env may set it after
+    (hooks are the user's code); a run's env may not set it for the agent (models/policy.py)."""
+    if not traceparent:
+        return job
+    pod = job["spec"]["template"]["spec"]
+    for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+        c["env"] = [{"name": TRACEPARENT, "value": traceparent}, *c.get("env", [])]
+    return job

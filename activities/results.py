@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from models.approvals import AgentWait
-from models.steps import RESULT_MAX_BYTES, AgentOutcome, Metrics
+from models.pricing import MODELS_KEPT, model_name
+from models.steps import RESULT_MAX_BYTES, AgentOutcome, Metrics, ModelTokens
 
 from .manifests import SKIP_MARKER, cut_utf8
 
@@ -46,6 +47,8 @@ def _metric(raw: object) -> int:
 
 
 def _metrics(raw: object) -> Metrics:
+    """The marker's token counts, and its tokens per model (`models[]`). Nothing else is read: a cost the marker
+    claims is ignored, the control plane prices the tokens itself (models/pricing.py)."""
     if not isinstance(raw, dict):
         return Metrics()
     values = [_metric(raw.get(k)) for k in ("inputTokens", "outputTokens", "toolCalls", "durationMs",
@@ -53,7 +56,32 @@ def _metrics(raw: object) -> Metrics:
     if any(v < 0 for v in values):
         return Metrics()
     return Metrics(input_tokens=values[0], output_tokens=values[1], tool_calls=values[2], duration_ms=values[3],
-                   cached_input_tokens=min(values[4], values[0]), active_ms=values[5])
+                   cached_input_tokens=min(values[4], values[0]), active_ms=values[5],
+                   models=_models(raw.get("models")))
+
+
+def _models(raw: object) -> list[ModelTokens]:
+    """Per model, merged by name, at most MODELS_KEPT (the rest is left out: its tokens are in the totals)."""
+    if not isinstance(raw, list):
+        return []
+    merged: dict[str, ModelTokens] = {}
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        counts = [_metric(item.get(k)) for k in ("calls", "inputTokens", "outputTokens", "cachedInputTokens")]
+        if any(v < 0 for v in counts):
+            continue
+        name = model_name(item.get("model"))
+        m = merged.get(name)
+        if m is None:
+            if len(merged) >= MODELS_KEPT:
+                continue
+            m = merged[name] = ModelTokens(model=name)
+        m.calls += counts[0]
+        m.input_tokens += counts[1]
+        m.output_tokens += counts[2]
+        m.cached_input_tokens = min(m.cached_input_tokens + counts[3], m.input_tokens)
+    return list(merged.values())
 
 
 def _wait(raw: object) -> AgentWait | None:

@@ -56,6 +56,7 @@ from agentrunner.providers.base import (
 )
 from agentrunner.result import Metrics, RunResult
 from agentrunner.tools import MAX_RESULT_CHARS, Tool, ToolError
+from agentrunner.tracing import NoSpans
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +112,15 @@ def cut(text: str, limit: int = MAX_RESULT_CHARS) -> str:
 class Loop:
     def __init__(self, *, model: Model, tools: list[Tool], policy: ToolPolicy, hooks: HookRegistry,
                  journal: Journal, conversation: Conversation, max_rounds: int, run_timeout: float,
-                 run_timeout_text: str, waits: frozenset[str] = frozenset(), resume: Resume | None = None) -> None:
+                 run_timeout_text: str, waits: frozenset[str] = frozenset(), resume: Resume | None = None,
+                 spans: NoSpans | None = None, provider: str = "", model_name: str = "") -> None:
         self.model = model
         self.waits = waits  # what the control plane resumes the agent after (AGENT_WAITS)
         self.resume = resume  # the decisions this container was started with (AGENT_RESUME)
         self.pending: list[PendingCall] = []  # this round's calls that wait for a person
+        # The run's GenAI spans (agentrunner/tracing.py; NoSpans: tracing off), and what its chat spans name.
+        self.spans = spans or NoSpans()
+        self.provider, self.model_name = provider, model_name
         self.policy = policy
         self.hooks = hooks
         self.journal = journal
@@ -243,7 +248,9 @@ class Loop:
             conv.steps.append(turn)
             return turn
         t0 = time.monotonic()
-        turn = await self.model.respond(conv, self.state.offered)
+        with self.spans.chat(self.provider, self.model_name) as span:
+            turn = await self.model.respond(conv, self.state.offered)
+            self.spans.chat_done(span, turn)
         self._model_seconds = time.monotonic() - t0
         self.record({"k": "model", "round": n, "text": turn.text,
                      "calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls],
@@ -266,6 +273,12 @@ class Loop:
         return ToolResult(call.id, call.name, content, status)
 
     async def _act(self, call: ToolCall) -> ToolResult:
+        with self.spans.tool(call) as span:
+            result = await self._act_on(call)
+            self.spans.tool_done(span, result)
+            return result
+
+    async def _act_on(self, call: ToolCall) -> ToolResult:
         self._tool_seconds = 0.0
         key = call_key(self.state.round, call.id)
         recorded = self.replay.results.get(key)

@@ -45,6 +45,8 @@ class Metrics:
     model_calls: int = 0
     active_ms: int = 0
     models: dict[str, dict[str, int]] = field(default_factory=dict)
+    # With tracing on: this container's spans exported and dropped (agentrunner/tracing.py); else empty.
+    spans: dict[str, int] = field(default_factory=dict)
 
     def add_call(self, model: str, input_tokens: int, output_tokens: int, cached: int) -> None:
         self.input_tokens += input_tokens
@@ -69,6 +71,7 @@ class Metrics:
             "modelCalls": self.model_calls,
             "activeMs": self.active_ms,
             "models": [{"model": k, **v} for k, v in sorted(self.models.items())],
+            **self.spans,
         }
 
 

@@ -38,6 +38,8 @@ from agentrunner.providers import (
 from agentrunner.result import RunResult, print_marker, write_result_file
 from agentrunner.skills import listing, load_skills, system_with_skills, wants_listing
 from agentrunner.tools import Tool
+from agentrunner.tracing import NoSpans
+from agentrunner.tracing import start as start_spans
 
 log = logging.getLogger("agentrunner")
 
@@ -103,8 +105,17 @@ def hooks_for(policy: ToolPolicy) -> HookRegistry:
 
 
 async def run(config: Config, context: list[ContextFile], started: float,
-              env: Mapping[str, str] | None = None) -> RunResult:
-    """The loop, bounded by RUN_TIMEOUT; raises only ExitRequested."""
+              env: Mapping[str, str] | None = None, spans: NoSpans | None = None) -> RunResult:
+    """The loop, bounded by RUN_TIMEOUT, in the run's `invoke_agent` span; raises only ExitRequested."""
+    spans = spans or NoSpans()
+    with spans.run(config) as span:
+        result = await _run(config, context, started, env, spans)
+        spans.run_done(span, result)
+    return result
+
+
+async def _run(config: Config, context: list[ContextFile], started: float, env: Mapping[str, str] | None,
+               spans: NoSpans) -> RunResult:
     environ = env or config.env
     skills = load_skills(environ)
     if skills:
@@ -122,7 +133,8 @@ async def run(config: Config, context: list[ContextFile], started: float,
             loop = Loop(model=model, tools=tools, policy=policy, hooks=hooks_for(policy),
                         journal=Journal(config.state_dir), conversation=conversation,
                         max_rounds=config.max_tool_iterations, run_timeout=config.run_timeout_seconds,
-                        run_timeout_text=config.run_timeout_text, waits=waits, resume=resume)
+                        run_timeout_text=config.run_timeout_text, waits=waits, resume=resume, spans=spans,
+                        provider=config.provider, model_name=config.model)
             log.info("tools offered: %s", ", ".join(t.name for t in loop.state.offered) or "none")
             result = await loop.run()
     except ProviderError as exc:
@@ -174,9 +186,14 @@ def main(env: Mapping[str, str] | None = None) -> int:
 
     context = load_context(config.context_dir)
     _log_start(config, context)
+    spans = start_spans(environ)
     try:
-        result = asyncio.run(run(config, context, started, environ))
+        result = asyncio.run(run(config, context, started, environ, spans))
     except ExitRequested as exc:
         log.warning("exiting with code %d and no result (exit: test hook)", exc.code)
+        spans.close()
         return exc.code
+    # The last spans go before the marker (bounded; nothing waits on a collector known to be down), so the result
+    # says how many were delivered.
+    result.metrics.spans = spans.close()
     return _finish(result, config.result_path, started)

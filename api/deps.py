@@ -14,6 +14,7 @@ from fastapi import Depends, HTTPException, Query, Request
 from kubernetes import client
 from temporalio.client import Client
 
+from models import telemetry
 from models.informer import DEFINITIONS, Informer
 from models.kube import Kube
 
@@ -39,6 +40,9 @@ class State:
         if auth is None:
             auth = Authenticator(TokenFile(Path(settings.token_file) if settings.token_file else None), reviews=None)
         self.settings = settings
+        # The process's traces (models/telemetry.py): runs created here start theirs in this tracer's spans.
+        self.telemetry = telemetry.setup("api")
+        self.tracer = self.telemetry.tracer("agentrun.api")
         self.kube = Kube(kube, qps=settings.kube.qps, burst=settings.kube.burst)
         self.custom = self.kube.custom
         self.temporal = temporal

@@ -137,7 +137,7 @@ async def get_run(name: str, state: StateDep, who: CallerDep, namespace: Namespa
 
 
 @runs.post("", status_code=201)
-async def create_run(body: CreateRun, state: StateDep, who: CallerDep,
+async def create_run(body: CreateRun, request: Request, state: StateDep, who: CallerDep,
                      namespace: Namespace = "default") -> dict[str, Any]:
     spec: dict[str, Any] = {"task": body.task, "agentId": body.agentId}
     if body.sessionKey:
@@ -149,7 +149,9 @@ async def create_run(body: CreateRun, state: StateDep, who: CallerDep,
         spec["model"] = body.model.model_dump(exclude_none=True)
     if body.env:
         spec["env"] = body.env
-    return await runops.create_run(state, who, namespace, agent_ref=body.agentRef, spec=spec)
+    # A caller's W3C traceparent header puts the run in the caller's trace.
+    return await runops.create_run(state, who, namespace, agent_ref=body.agentRef, spec=spec,
+                                   traceparent=request.headers.get("traceparent", ""))
 
 
 @runs.delete("/{name}", status_code=204)
@@ -259,7 +261,7 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         t = temporal
         if t is None:
-            t = await settings.temporal.connect()
+            t = await settings.temporal.connect(traced=True)
         state = app.state.agentrun = State(settings, kube or settings.kube.api_client(user_agent=user_agent("api")), t,
                                            auth)
         await state.runwatch.start()

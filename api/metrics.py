@@ -19,14 +19,17 @@ import logging
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
+from decimal import Decimal
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from models import telemetry
 from models.agentrun import TERMINAL_PHASES
+from models.evaluate import agent_name_of
 from models.names import lifecycle_subject
 from models.run import Phase
 from models.timestamps import parse_rfc3339
@@ -101,6 +104,52 @@ class _RunGauges(Collector):
         return [phases, waiting, tools, synced]
 
 
+class _SpanCounters(Collector):
+    """The API process's own spans (models/telemetry.py): exported, and dropped (the collector unreachable, the queue
+    full)."""
+
+    def collect(self) -> Iterable[Metric]:
+        t = telemetry.current()
+        exported = CounterMetricFamily("agentrun_otel_spans_exported", "Spans this process exported to the OTLP "
+                                       "collector.", labels=["component"])
+        dropped = CounterMetricFamily("agentrun_otel_spans_dropped", "Spans this process could not export (the "
+                                      "collector unreachable or refusing, the queue full) and dropped.",
+                                      labels=["component"])
+        if t is not None:
+            exported.add_metric([t.component], t.exported)
+            dropped.add_metric([t.component], t.dropped)
+        return [exported, dropped]
+
+
+def run_usage(run: Obj) -> list[tuple[str, dict[str, int], float | None]]:
+    """(model, tokens by type, cost in USD or None) of a run's status: per model when it says, else in one."""
+    usage = (run.get("status") or {}).get("tokenUsage") or {}
+    models = [m for m in usage.get("models") or [] if isinstance(m, dict)]
+    if not models:
+        spec_model = ((run.get("spec") or {}).get("model") or {})
+        models = [{**usage, "model": str(spec_model.get("model") or spec_model.get("name") or "unknown")}]
+    out = []
+    for m in models:
+        tokens = {"input": _int(m.get("inputTokens")), "output": _int(m.get("outputTokens")),
+                  "cached": _int(m.get("cachedInputTokens"))}
+        out.append((str(m.get("model") or "unknown"), tokens, _usd(m.get("estimatedCostUSD"))))
+    return out
+
+
+def _int(v: Any) -> int:
+    try:
+        return max(int(v), 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _usd(v: Any) -> float | None:
+    try:
+        return float(Decimal(str(v))) if v is not None else None
+    except (ArithmeticError, ValueError):
+        return None
+
+
 def verdict_source(run: Obj) -> str:
     """The source label of a run's final gate: its `status.gate.source`, an annotation its own gate hook wrote as
     `gate-hook`, `unknown` for a status written before the source was recorded."""
@@ -142,17 +191,31 @@ class ApiMetrics:
                                      registry=r)
         self.access_denied = Counter("agentrun_api_access_denied", "Calls RBAC refused (403), by verb and resource "
                                      "(a SubjectAccessReview for the caller).", ["verb", "resource"], registry=r)
+        # What runs used and cost (SPEC §12), counted once per run as its terminal status arrives (below).
+        self.tokens = Counter("agentrun_run_tokens", "Tokens of finished AgentRuns by namespace, Agent, model and type "
+                              "(input: cached included; output; cached: the input read from the provider's cache), "
+                              "counted once per run as its terminal status arrives.",
+                              ["namespace", "agent", "model", "type"], registry=r)
+        self.cost = Counter("agentrun_run_cost_usd", "Estimated cost in USD of finished AgentRuns "
+                            "(status.tokenUsage.estimatedCostUSD, priced by the worker) by namespace, Agent and "
+                            "model, counted once per run as its terminal status arrives; runs without an estimate "
+                            "add nothing.", ["namespace", "agent", "model"], registry=r)
+        self.runs_unpriced = Counter("agentrun_runs_unpriced", "Finished AgentRuns that used tokens but have no cost "
+                                     "estimate (a model without a known price), by namespace and Agent.",
+                                     ["namespace", "agent"], registry=r)
         self.tool_decisions = Counter("agentrun_tool_decisions", "Decisions on tool calls that waited for approval, by "
                                       "action (approve, reject, edit) and source (api, annotation, temporal, "
                                       "timeout), as the runs' statuses record them.", ["action", "source"], registry=r)
         self.tool_wait_seconds = Histogram("agentrun_tool_approval_wait_seconds", "How long a tool call waited for its "
                                            "decision (with no pod of the run).", buckets=WAIT_BUCKETS, registry=r)
         r.register(_RunGauges(watch))
+        r.register(_SpanCounters())
         # What the API's code counts by key: verdicts by outcome, refusals by "<via> <rule>".
         self.verdicts_by_outcome = Counts(self._verdicts_taken)
         self.refusals = Counts(lambda key, n: self.refused.labels(*key.split(" ", 1)).inc(n))
         self.watch = watch
         self._counted: set[str] = set()  # uids of finished runs whose verdict is counted (or was before we looked)
+        self._used: set[str] = set()  # uids of finished runs whose tokens and cost are counted (or were before)
         self._decisions: dict[str, set[tuple[str, str, str]]] = {}  # uid -> tool decisions counted (or seen before)
         self._task: asyncio.Task[None] | None = None
         self.following = asyncio.Event()  # the verdict count follows the watch: runs decided from now on count
@@ -204,6 +267,7 @@ class ApiMetrics:
                 self.tool_wait_seconds.observe((decided - requested).total_seconds())
 
     def _count(self, run: Obj) -> None:
+        self._count_usage(run)
         self._count_tools(run)
         uid = str((run.get("metadata") or {}).get("uid") or "")
         if uid in self._counted or not _decided(run):
@@ -213,12 +277,33 @@ class ApiMetrics:
         if source != "api":  # counted by verdict_taken when the API took it
             self.verdicts.labels(source, str(run["status"]["gate"]["state"])).inc()
 
+    def _count_usage(self, run: Obj) -> None:
+        """A finished run's tokens and cost, once, by its models (status.tokenUsage.models; a status without them
+        counts under the run's spec model, or "unknown")."""
+        st = run.get("status") or {}
+        uid = str((run.get("metadata") or {}).get("uid") or "")
+        if uid in self._used or st.get("phase") not in TERMINAL_PHASES:
+            return
+        self._used.add(uid)
+        ns, agent = str((run.get("metadata") or {}).get("namespace") or ""), agent_name_of(run)
+        for model, tokens, cost in run_usage(run):
+            for kind, n in tokens.items():
+                if n > 0:
+                    self.tokens.labels(ns, agent, model, kind).inc(n)
+            if cost is not None:  # 0 too (a local model's): the series shows the model ran
+                self.cost.labels(ns, agent, model).inc(cost)
+        usage = st.get("tokenUsage") or {}
+        if (usage.get("inputTokens") or usage.get("outputTokens")) and usage.get("estimatedCostUSD") is None:
+            self.runs_unpriced.labels(ns, agent).inc()
+
     def _known(self, runs: Iterator[Obj]) -> None:
-        """What was decided before we looked is not counted, but remembered as seen."""
+        """What was decided (or finished) before we looked is not counted, but remembered as seen."""
         for run in runs:
             uid = str((run.get("metadata") or {}).get("uid") or "")
             if _decided(run):
                 self._counted.add(uid)
+            if (run.get("status") or {}).get("phase") in TERMINAL_PHASES:
+                self._used.add(uid)
             self._decisions[uid] = {key for key, _ in self._tool_records(run)}
 
     async def _count_verdicts(self) -> None:
@@ -231,11 +316,13 @@ class ApiMetrics:
                 if ev.type == "DELETED":
                     uid = str((ev.obj.get("metadata") or {}).get("uid") or "")
                     self._counted.discard(uid)
+                    self._used.discard(uid)
                     self._decisions.pop(uid, None)
                 elif ev.type == "RESYNC":
                     self.resyncs += 1
                     held = {str((r.get("metadata") or {}).get("uid") or ""): r for r in self.watch.peek()}
                     self._counted &= held.keys()
+                    self._used &= held.keys()
                     self._decisions = {u: d for u, d in self._decisions.items() if u in held}
                     for run in held.values():
                         self._count(run)

@@ -12,6 +12,8 @@ import time
 from typing import Any, cast
 
 from fastapi import HTTPException
+from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -20,7 +22,15 @@ from models.approvals import ToolApprovalView, ToolDecision, decision_problem, e
 from models.evaluate import AGENT_PLURALS
 from models.gate import GateView, Verdict
 from models.kube import NotFound
-from models.names import AGENTRUNS, API_VERSION, GROUP, LABEL_INSTANCE, VERSION
+from models.names import (
+    AGENTRUNS,
+    ANNOTATION_TRACEPARENT,
+    API_VERSION,
+    GROUP,
+    LABEL_INSTANCE,
+    VERSION,
+)
+from models.tracecontext import format_traceparent, trace_id_of, valid
 from workflows.agent_run import AgentRunWorkflow
 from workflows.gate import FINISHED
 from workflows.tool_approval import FINISHED as TOOLS_FINISHED
@@ -67,17 +77,39 @@ async def require_agent(state: State, namespace: str, name: str) -> None:
 
 
 async def create_run(state: State, who: Caller, namespace: str, *, agent_ref: str,
-                     spec: dict[str, Any]) -> dict[str, Any]:
+                     spec: dict[str, Any], traceparent: str = "") -> dict[str, Any]:
     """A new AgentRun of `agent_ref` (which must exist) with `spec` (agentRef added), created for `who` (its author
     stamp: admission checks the run's grants and Secrets against them, and they are its creator for gatePolicy).
-    RBAC must let `who` create runs in the namespace."""
+    RBAC must let `who` create runs in the namespace. The run's trace starts here (SPEC §12), in the caller's when
+    its request carried a W3C `traceparent`: the annotation otel.dev/traceparent names this step's span, and the
+    bridge continues it."""
+    context = TraceContextTextMapPropagator().extract({"traceparent": traceparent}) if valid(traceparent) else None
+    with state.tracer.start_as_current_span("create AgentRun", context=context, kind=SpanKind.SERVER,
+                                            attributes={"agentrun.agent": agent_ref, "k8s.namespace.name": namespace,
+                                                        "enduser.id": who.identity}) as span:
+        obj = await _create_run(state, who, namespace, agent_ref=agent_ref, spec=spec,
+                                traceparent=_traceparent_of(span))
+        span.set_attribute("agentrun.run", str((obj.get("metadata") or {}).get("name") or ""))
+        return obj
+
+
+def _traceparent_of(span: Span) -> str:
+    ctx = span.get_span_context()
+    return format_traceparent(ctx.trace_id, ctx.span_id, int(ctx.trace_flags)) if ctx.is_valid else ""
+
+
+async def _create_run(state: State, who: Caller, namespace: str, *, agent_ref: str, spec: dict[str, Any],
+                      traceparent: str) -> dict[str, Any]:
     await state.allow(who, "create", AGENTRUNS, namespace)
     await require_agent(state, namespace, agent_ref)
     spec = {"agentRef": agent_ref, **spec}
     spec.setdefault("sessionKey", f"session-{time.time_ns()}")
+    annotations = who.stamp(AGENTRUNS)
+    if traceparent:
+        annotations[ANNOTATION_TRACEPARENT] = traceparent
     obj = {"apiVersion": API_VERSION, "kind": "AgentRun",
            "metadata": {"generateName": f"{agent_ref}-", "labels": {LABEL_INSTANCE: agent_ref},
-                        "annotations": who.stamp(AGENTRUNS)},
+                        "annotations": annotations},
            "spec": spec}
     return cast(dict[str, Any], await state.kube.call(
         state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS, obj,
@@ -135,8 +167,16 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     if state.signer is not None:  # the proof that the API, not anyone who can write to Temporal, decided (SPEC §4)
         state.signer.sign(verdict, target=wid)
     handle = state.temporal.get_workflow_handle(wid)
+    # A span for the verdict (who gave which), in the run's trace when the run names where it began (the API created
+    # it); the Update carries it to the workflow's headers.
+    run_trace = str(((run.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TRACEPARENT) or "")
+    in_run = valid(run_trace) and trace_id_of(run_trace) == str(st.get("traceID") or "")
+    context = TraceContextTextMapPropagator().extract({"traceparent": run_trace}) if in_run else None
     try:
-        with state.metrics.verdict_seconds.time():
+        with state.metrics.verdict_seconds.time(), state.tracer.start_as_current_span(
+                f"gate verdict {action}", context=context, kind=SpanKind.SERVER,
+                attributes={"agentrun.run": name, "k8s.namespace.name": namespace, "agentrun.verdict": action,
+                            "enduser.id": who}):
             view: GateView = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
     except WorkflowUpdateFailedError as e:
         state.verdicts["refused"] += 1

@@ -20,6 +20,8 @@ import uvicorn
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agentrunner.otel import ExportConfigError
+from models import telemetry
 from models.settings import SettingsError
 
 from .main import create_app
@@ -130,8 +132,12 @@ def main(argv: list[str] | None = None) -> int:
                 "calls webhooks over HTTPS only")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        spans = telemetry.setup("api")  # before the app: its OTEL_* variables are checked at start
         listeners = servers(settings, host=args.host or settings.host, port=args.port or settings.port)
-    except SettingsError as e:  # e.g. a codec key file it cannot use: the operator's to fix, no traceback
+    except (SettingsError, ExportConfigError) as e:  # e.g. a key file it cannot use: the operator's, no traceback
         raise SystemExit(f"agentrun api: {e}") from e
-    asyncio.run(_serve(listeners))
+    try:
+        asyncio.run(_serve(listeners))
+    finally:
+        spans.shutdown()
     return 0

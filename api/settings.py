@@ -66,6 +66,9 @@ class ApiSettings(BaseSettings):
     # The Temporal UI's base URL (scheme://host[:port][/path]): the console links each run to its workflow there
     # (`{url}/namespaces/{temporal namespace}/workflows/{workflow ID}`). Empty: no link. `agentrun up` sets its UI's.
     temporal_ui_url: str = ""
+    # Where a trace is shown (Tempo, Jaeger, ...), with `{traceID}` for the run's status.traceID, e.g.
+    # https://tempo.example/trace/{traceID}: the console links each traced run there. Empty: no link.
+    trace_url_template: str = ""
 
     @field_validator("codec_cors_origins")
     @classmethod
@@ -75,6 +78,13 @@ class ApiSettings(BaseSettings):
                 raise ValueError(f"AGENTRUN_CODEC_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], "
                                  "no path, no wildcard: the codec routes accept credentials)")
         return origins
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _trace_url(cls, url: str) -> str:
+        if url and (not re.fullmatch(r"https?://[^/\s]+(/\S*)?", url) or "{traceID}" not in url):
+            raise ValueError(f"AGENTRUN_TRACE_URL_TEMPLATE: {url!r} is not an http(s) URL with {{traceID}} in it")
+        return url
 
     @field_validator("temporal_ui_url")
     @classmethod

@@ -74,8 +74,14 @@ def cold_starts(model: FakeModelServer, provider: str, n: int, tmp: Path) -> lis
     return out
 
 
-def rounds_run(model: FakeModelServer, rounds: int, tmp: Path) -> tuple[list[float], float]:
-    """(our own seconds per round, journal bytes per round) of a `rounds`-round run in this process."""
+def rounds_run(model: FakeModelServer, rounds: int, tmp: Path, otlp_endpoint: str = "") -> tuple[list[float], float]:
+    """(our own seconds per round, journal bytes per round) of a `rounds`-round run in this process; with
+    `otlp_endpoint`, its GenAI spans exported there (agentrunner/tracing.py), as a traced agent's."""
+    from agentrunner import tracing
+
+    spans = tracing.start({"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint,
+                           "TRACEPARENT": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+                          if otlp_endpoint else {})
     model.script = [Turn(calls=[Call("list_directory", {"path": "."})]) for _ in range(rounds - 1)]
     model.script.append(Turn(text="done"))
     model.served = 0
@@ -87,9 +93,10 @@ def rounds_run(model: FakeModelServer, rounds: int, tmp: Path) -> tuple[list[flo
     loop = Loop(model=make_provider(config, 30), tools=file_tools(Roots(workspace, tmp / "none")), policy=policy,
                 hooks=default_hooks(policy), journal=Journal(tmp / "state"),
                 conversation=Conversation(Prompt("bench", "bench", [])), max_rounds=rounds + 1, run_timeout=600,
-                run_timeout_text="600s")
+                run_timeout_text="600s", spans=spans, provider="openai", model_name="bench")
     result = asyncio.run(loop.run())
     loop.close(result)
+    spans.close()
     assert result.status == "success", result.error
     journal = (tmp / "state" / "journal.jsonl").stat().st_size
     return loop.round_overhead, journal / rounds
@@ -195,6 +202,7 @@ def main() -> int:
     p.add_argument("--execs", type=int, default=50, help="execute_command round trips")
     p.add_argument("--cluster-rounds", type=int, default=20, help="tool rounds of the run on the cluster (0: none)")
     p.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
+    p.add_argument("--otlp-endpoint", default="", help="the in-process run exports its spans there (tracing on)")
     args = p.parse_args()
     figures: dict[str, float | None] = {"load_avg_1m_start": load(), "starts": args.starts, "rounds": args.rounds}
     with tempfile.TemporaryDirectory() as d, serve_model() as model:
@@ -205,7 +213,7 @@ def main() -> int:
         figures["agent_cold_start_anthropic_s"] = p50(anthropic)
         print(f"cold start to the first model request: openai p50 {figures['agent_cold_start_s']} s "
               f"({[round(x, 3) for x in openai]}), anthropic p50 {figures['agent_cold_start_anthropic_s']} s")
-        overhead, journal_per_round = rounds_run(model, args.rounds, tmp)
+        overhead, journal_per_round = rounds_run(model, args.rounds, tmp, args.otlp_endpoint)
         figures["round_overhead_ms_p50"] = (p50(overhead) or 0) * 1000
         figures["round_overhead_ms_max"] = max(overhead) * 1000 if overhead else None
         figures["journal_bytes_per_round"] = journal_per_round

@@ -27,11 +27,15 @@ import sys
 from typing import Any
 
 from kubernetes import client
+from opentelemetry.trace import SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentrunner.otel import ExportConfigError
+from models import telemetry
 from models.agentrun import TERMINAL_PHASES
 from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION, parse_tool_annotation
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION, parse_annotation
@@ -40,6 +44,7 @@ from models.model import MODELS
 from models.names import (
     AGENTRUNS,
     ANNOTATION_TICK,
+    ANNOTATION_TRACEPARENT,
     ANNOTATION_WORKFLOW,
     GROUP,
     LABEL_RUN,
@@ -53,6 +58,7 @@ from models.resolve import RunRef
 from models.settings import SettingsError, TemporalUnreachable, user_agent
 from models.skills import SKILLPACKS
 from models.steps import JobFinished, StartRun
+from models.tracecontext import format_traceparent, valid
 from worker.health import Health
 from workflows.agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, workflow_id
 
@@ -123,6 +129,7 @@ class Bridge:
         # Signs the verdicts it forwards (models/signing.py): the proof that the bridge, not anyone who can write to
         # Temporal, says who wrote the annotation.
         self.signer = settings.temporal.signer()
+        self.tracer = telemetry.setup("bridge").tracer("agentrun.bridge")
         self.elector = LeaderElector(api, namespace=settings.lease_namespace, name=settings.lease_name,
                                      identity=self.identity, lease_seconds=settings.lease_seconds,
                                      renew_seconds=settings.lease_renew_seconds)
@@ -244,7 +251,8 @@ class Bridge:
             parent = parent_ref.get("runName") if isinstance(parent_ref, dict) else None
             await self._start(StartRun(ref=ref, resource_version=meta.get("resourceVersion"),
                                        finalizers=list(meta.get("finalizers") or [])), wid,
-                              parent=str(parent) if parent else None)
+                              parent=str(parent) if parent else None,
+                              traceparent=str((meta.get("annotations") or {}).get(ANNOTATION_TRACEPARENT) or ""))
         await self._forward_verdict(obj, ref, wid)
         await self._forward_tool_verdict(obj, ref, wid)
 
@@ -328,9 +336,25 @@ class Bridge:
         memo = {"parentRun": f"{ns}/{parent}", "parentWorkflowId": parent_wid}
         return memo, f"\nsub-agent of AgentRun {ns}/{parent}" + (f" (workflow {parent_wid})" if parent_wid else "")
 
-    async def _start(self, start: StartRun, wid: str, *, parent: str | None = None) -> None:
-        s, ref = self.settings, start.ref
+    async def _start(self, start: StartRun, wid: str, *, parent: str | None = None, traceparent: str = "") -> None:
+        """Start the run's workflow in the run's trace (SPEC §12): a span of its own that continues `traceparent`
+        (the run's annotation: where the API created it) or begins the trace (a run made with kubectl). The span is
+        on the start's headers (Temporal's interceptor) and in the workflow's input, which the workflow's spans
+        join."""
+        ref = start.ref
         memo, details = await self._parent_link(ref.namespace, parent) if parent else ({}, "")
+        context = TraceContextTextMapPropagator().extract({"traceparent": traceparent}) if valid(traceparent) else None
+        with self.tracer.start_as_current_span(f"start AgentRun {ref.namespace}/{ref.name}", context=context,
+                                               kind=SpanKind.PRODUCER,
+                                               attributes={"agentrun.run": ref.name, "k8s.namespace.name": ref.namespace,
+                                                           "temporal.workflow.id": wid}) as span:
+            ctx = span.get_span_context()
+            start.traceparent = format_traceparent(ctx.trace_id, ctx.span_id, int(ctx.trace_flags))
+            await self._start_workflow(start, wid, memo, details)
+        self._started.add(wid)
+
+    async def _start_workflow(self, start: StartRun, wid: str, memo: dict[str, str], details: str) -> None:
+        s, ref = self.settings, start.ref
         try:
             await self.temporal.start_workflow(
                 AgentRunWorkflow.run,
@@ -350,7 +374,6 @@ class Bridge:
             log.info("started %s", wid)
         except WorkflowAlreadyStartedError:
             pass  # another replica, or an earlier life of this one, started it: nothing to do
-        self._started.add(wid)
 
     async def _cancel(self, wid: str, ref: RunRef) -> None:
         handle: WorkflowHandle[Any, Any] = self.temporal.get_workflow_handle(wid)
@@ -410,8 +433,10 @@ class Bridge:
 
 async def run(settings: BridgeSettings) -> None:
     health = Health("bridge")
+    spans = telemetry.setup("bridge")
+    health.counters.append(spans.counters)
     probes = await health.serve(settings.health)
-    temporal = await settings.temporal.connect()
+    temporal = await settings.temporal.connect(traced=True)
     bridge = Bridge(settings, settings.kube.api_client(user_agent=user_agent("bridge")), temporal)
     health.gauges["agentrun_bridge_leader"] = lambda: 1.0 if bridge.elector.is_leader.is_set() else 0.0
     stop = asyncio.Event()
@@ -427,13 +452,14 @@ async def run(settings: BridgeSettings) -> None:
         health.ready = False
         if probes is not None:
             probes.close()
+        await asyncio.to_thread(spans.shutdown)
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run(BridgeSettings()))
-    except (SettingsError, TemporalUnreachable) as e:
+    except (SettingsError, TemporalUnreachable, ExportConfigError) as e:
         # A setting that cannot work (e.g. a bad codec key file) or a Temporal that cannot be reached is the
         # operator's to fix: one message, no traceback.
         log.error("%s", e)

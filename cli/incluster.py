@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import sys
 import time
 from importlib.metadata import version
@@ -85,6 +86,8 @@ def chart_values(*, temporal_address: str, nats_url: str, fallback_poll_seconds:
                                 {"name": "PYTHONUNBUFFERED", "value": "1"}]},
         "bridge": {"extraEnv": [{"name": "PYTHONUNBUFFERED", "value": "1"}]},
         "api": {"extraEnv": [{"name": "PYTHONUNBUFFERED", "value": "1"}]},
+        # `agentrun up --otlp-endpoint`: the control plane's spans (the chart's OTEL_* variables).
+        "otel": {"endpoint": os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")},
     }
 
 

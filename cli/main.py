@@ -8,6 +8,7 @@ cli/output.py; failures print one line and exit non-zero (`main`), never a trace
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import time
@@ -159,8 +160,16 @@ def cli(ctx: click.Context) -> None:
 @click.option("--in-cluster", is_flag=True, help="install the worker, the bridge and the API into localkube from "
                                                  "the Helm chart (pods with their own ServiceAccounts) instead of "
                                                  "running them as host processes")
-def up_command(target: Target, detach: bool, in_cluster: bool) -> int:
+@click.option("--otlp-endpoint", metavar="URL", default="",
+              help="an OTLP/HTTP collector (http://host:4318) the worker, the bridge and the API export their spans to "
+                   "(OTEL_EXPORTER_OTLP_ENDPOINT; the chart's otel.endpoint with --in-cluster)")
+def up_command(target: Target, detach: bool, in_cluster: bool, otlp_endpoint: str) -> int:
     """Start the embedded stack (Temporal, localkube, NATS, worker, bridge, API) in the state directory."""
+    if otlp_endpoint:
+        if not otlp_endpoint.startswith(("http://", "https://")):
+            raise click.BadParameter(f"{otlp_endpoint!r} is not an http(s) URL", param_hint="--otlp-endpoint")
+        # The host processes inherit this process's environment; --in-cluster puts it into the chart's values.
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_endpoint
     return up(target.state, detach=detach, in_cluster=in_cluster)
 
 

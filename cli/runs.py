@@ -78,7 +78,7 @@ class Session:
 # -- rows ---------------------------------------------------------------------------------------------------------
 
 HEADER = ("NAME", "AGENT", "PHASE", "GATE", "AGE")
-WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CACHED", "CREATED BY", "ERROR")
+WIDE = ("MODEL", "ATTEMPT", "DECIDED BY", "TOKENS", "CACHED", "COST", "CREATED BY", "ERROR")
 ERROR_CHARS = 80  # of the error in a wide row (get -o yaml shows it whole)
 
 
@@ -99,10 +99,16 @@ def row(run: dict[str, Any], *, wide: bool = False, namespace: bool = False,
         error = str(st.get("error") or "").strip().split("\n")[0]
         out += (str(model), str(st.get("attempt") or ""),
                 gate.get("decidedBy") or "", str(usage.get("totalTokens") or ""),
-                str(usage.get("cachedInputTokens") or ""),
+                str(usage.get("cachedInputTokens") or ""), cost(usage),
                 (meta.get("annotations") or {}).get("agentrun.dev/created-by", ""),
                 error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS - 1] + "…")
     return out
+
+
+def cost(usage: dict[str, Any]) -> str:
+    """status.tokenUsage.estimatedCostUSD as `$<decimal>` ("" : no estimate)."""
+    value = usage.get("estimatedCostUSD")
+    return f"${value}" if value not in (None, "") else ""
 
 
 def agent_models(s: Session, namespace: str | None) -> dict[tuple[str, str], str]:

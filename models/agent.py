@@ -140,14 +140,20 @@ class MemorySpec(K8sModel):
 
 
 class ObservabilitySpec(K8sModel):
+    """OpenTelemetry export of the Agent's runs: where its agents send their spans."""
+
     enabled: bool = False  # upstream: required, defaulted to false
     otlp_endpoint: str = Field("", alias="otlpEndpoint")
     otlp_protocol: Literal["grpc", "http/protobuf"] | None = Field(None, alias="otlpProtocol")
     service_name: str = ""
     headers: dict[str, str] = Field(default_factory=dict)
+    # A Secret whose key `headers` holds more headers (`name=value,...`): an auth token reaches the agent by
+    # reference only.
     headers_secret_ref: str = ""
     sampling_ratio: str = ""
     resource_attributes: dict[str, str] = Field(default_factory=dict)
+    # New: put prompts, outputs and tool arguments and results on the spans (off: they stay off, as SPEC §12 says).
+    capture_content: bool = False
 
 
 class MCPServerRef(K8sModel):
@@ -218,6 +224,8 @@ class AgentProfile(K8sModel):
     image_pull_secrets: list[str] = Field(default_factory=list)
     # The MCP servers its runs' agents connect to (spec.mcpServers; entries without a url are not served here).
     mcp_servers: list[MCPServerRef] = Field(default_factory=list)
+    # Where its runs' agents export their spans (spec.observability, when enabled).
+    observability: ObservabilitySpec | None = None
 
 
 def _skills(raw: list[Any], prefix: str) -> list[SkillRef]:
@@ -271,4 +279,5 @@ def normalize_agent(obj: dict[str, Any]) -> AgentProfile:
         agent_sandbox=d.agent_sandbox,
         image_pull_secrets=[r.name for r in spec.image_pull_secrets if r.name],
         mcp_servers=[m for m in spec.mcp_servers if m.url],
+        observability=spec.observability if spec.observability is not None and spec.observability.enabled else None,
     )

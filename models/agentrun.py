@@ -226,6 +226,18 @@ class AgentRunSpec(K8sModel):
     volume_mounts: list[KubeObject] = Field(default_factory=list)
 
 
+class ModelUsage(K8sModel):
+    """One model's share of a run's usage (new): the model as the provider named it in its responses."""
+
+    model: str
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    # Decimal USD, as estimatedCostUSD; absent when no price is known for the model.
+    estimated_cost_usd: str | None = Field(None, alias="estimatedCostUSD")
+
+
 class TokenUsage(K8sModel):
     input_tokens: int = 0  # cached input tokens included (OpenAI's convention; Anthropic's are added in)
     output_tokens: int = 0
@@ -233,6 +245,12 @@ class TokenUsage(K8sModel):
     tool_calls: int = 0
     duration_ms: int = 0
     cached_input_tokens: int = 0  # new: how many of input_tokens the provider read from its prompt cache
+    # New (SPEC §12): what the tokens cost, a decimal string in USD, priced by the control plane when each attempt's
+    # agent ended (models/pricing.py) and summed over the attempts; absent when a model has no known price. Never
+    # taken from what the agent reports.
+    estimated_cost_usd: str | None = Field(None, alias="estimatedCostUSD")
+    # New: per model, at most MODELS_KEPT (models/pricing.py), what each cost: the API's metrics count by model.
+    models: list[ModelUsage] | None = None
 
 
 class GateStatus(K8sModel):
@@ -319,3 +337,5 @@ class AgentRunStatus(K8sModel):
     # spec.lifecycle, else its Agent's author (models/authorship.py). Under a gatePolicy with approvers, its gate hook's
     # verdict counts only when that is someone other than its creator (api/authority.py).
     lifecycle_author: str | None = None
+    # New (SPEC §12): the run's W3C trace ID (32 hex): the trace of its control plane's steps and its agent's spans.
+    trace_id: str | None = Field(None, alias="traceID")

@@ -50,7 +50,9 @@ AGENT_IGNORED: tuple[Ignored, ...] = (
     Ignored("channels", "channels (Slack, Telegram, ...) are not connected here; runs start from kubectl, the API "
                         "and schedules"),
     Ignored("memory", "there is no memory server here", _enabled(True)),
-    Ignored("observability", "agent pods export no OpenTelemetry here", _enabled(False)),
+    Ignored("observability", "enabled without an otlpEndpoint: the agent exports its spans only where the worker's "
+                             "AGENTRUN_AGENT_OTLP_ENDPOINT says, if it says",
+            lambda v: isinstance(v, dict) and v.get("enabled") is True and not v.get("otlpEndpoint")),
     Ignored("mcpServers", "an MCP server without a url names an MCPServer resource, which is not served here; "
                           "its tools are not offered", lambda v: isinstance(v, list) and any(
                               isinstance(m, dict) and not m.get("url") for m in v)),

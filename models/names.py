@@ -42,6 +42,9 @@ ANNOTATION_TICK = "agentrun.dev/tick-workflow"
 ANNOTATION_TICK_TIME = "agentrun.dev/tick-time"
 # On a gate's Job: the run's resourceVersion when its gate started (annotation verdicts older than that are refused).
 ANNOTATION_GATE_FROM = "agentrun.dev/gate-from-version"
+# The W3C traceparent of the trace a run belongs to (Sympozium's annotation): the API writes it when it creates a run,
+# and the bridge continues that trace when it starts the run's workflow (models/tracecontext.py).
+ANNOTATION_TRACEPARENT = "otel.dev/traceparent"
 
 # decidedBy of an annotation verdict whose writer no admission webhook vouched for (SPEC §4).
 UNVERIFIED = "unverified"

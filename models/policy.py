@@ -40,7 +40,12 @@ RESERVED_AGENT_ENV: dict[str, str] = {
     # with whatever that file holds (one a preRun hook wrote, or one of the agent container's own).
     "TASK_FILE": "the run's input", "SYSTEM_PROMPT_FILE": "the run's input",
 }
-RESERVED_AGENT_ENV_PREFIXES: dict[str, str] = {"MCP_AUTH_": "its Agent's mcpServers' authSecret"}
+RESERVED_AGENT_ENV["TRACEPARENT"] = "the run's trace"
+RESERVED_AGENT_ENV["AGENT_OTLP_SECRET_HEADERS"] = "its Agent's observability"
+# OTEL_*: the Agent's observability sets the agent's exporter; a run's env must not send its spans (and the Agent's
+# collector credentials with them) elsewhere, nor turn the capture of prompts on.
+RESERVED_AGENT_ENV_PREFIXES: dict[str, str] = {"MCP_AUTH_": "its Agent's mcpServers' authSecret",
+                                               "OTEL_": "its Agent's observability"}
 
 
 def reserved_env(key: str) -> str | None:

@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 from agentrunner.config import AZURE, DEFAULT_BASE_URLS, ECHO, PROVIDER_KEY_ENV, provider_problem
 
 from . import bounds
-from .agent import AgentProfile, MCPServerRef, Subagents
+from .agent import AgentProfile, MCPServerRef, ObservabilitySpec, Subagents
 from .agentrun import (
     TERMINAL_PHASES,
     AgentRunSpec,
@@ -154,6 +154,8 @@ class ResolvedRun(K8sModel):
     # "" for runs resolved before it existed, or outside the worker: the run's image).
     tools_image: str = ""
     tools_resources: Resources = Field(default_factory=lambda: TOOLS_DEFAULT.model_copy(deep=True))
+    # Where the agent exports its spans: its Agent's enabled `observability`, checked (None: it exports none).
+    observability: ObservabilitySpec | None = None
     # Set when the policy makes some tool ask for a person's approval: the agent may park a call and wait (SPEC §10),
     # so it keeps a journal. None for runs resolved before approvals existed, and without `ask`.
     tool_approval: ResolvedToolApproval | None = None
@@ -420,6 +422,7 @@ def resolve_run(
         seccomp_profile=seccomp,
         image_pull_secrets=[r.name for r in spec.image_pull_secrets if r.name] or list(agent.image_pull_secrets),
         mcp_servers=_mcp_servers(agent),
+        observability=_observability(agent),
         tools_resources=resolve_resources([], TOOLS_DEFAULT, Caps(cpu=policy.max_cpu, memory=policy.max_memory,
                                                                   where=policy.named()) if policy else None),
         tool_rules=policy.agent_tool_policy() if policy is not None else "",
@@ -492,6 +495,32 @@ def _mcp_servers(agent: AgentProfile) -> list[MCPServerRef]:
         prefixes.add(m.tools_prefix)
         auth.add(env)
     return list(agent.mcp_servers)
+
+
+def _observability(agent: AgentProfile) -> ObservabilitySpec | None:
+    """The Agent's enabled `observability`, checked: an endpoint the exporter can use, a ratio between 0 and 1, names
+    and values within their bounds (they become the agent's env)."""
+    obs = agent.observability
+    if obs is None or not obs.enabled:
+        return None
+    at = f'Agent "{agent.name}" spec.observability'
+    endpoint = obs.otlp_endpoint.strip()
+    if endpoint and (obs.otlp_protocol != "grpc" and not endpoint.startswith(("http://", "https://"))):
+        raise FieldProblem(f"{at}.otlpEndpoint", f"{endpoint!r} must be an http:// or https:// URL for "
+                                                 "http/protobuf (host:port only with otlpProtocol: grpc)")
+    if obs.sampling_ratio.strip():
+        try:
+            ratio = float(obs.sampling_ratio)
+        except ValueError:
+            raise FieldProblem(f"{at}.samplingRatio", f"{obs.sampling_ratio!r} is not a number") from None
+        if not 0 <= ratio <= 1:
+            raise FieldProblem(f"{at}.samplingRatio", f"{obs.sampling_ratio!r} must be between 0 and 1")
+    for name in ("otlp_endpoint", "service_name", "headers_secret_ref"):
+        bounds.check_text(f"{at}.{to_camel(name)}", getattr(obs, name), bounds.SHORT_TEXT_MAX_BYTES)
+    for field in ("headers", "resource_attributes"):
+        for key, value in sorted(getattr(obs, field).items()):
+            bounds.check_text(f"{at}.{to_camel(field)}.{key}", value, bounds.ENV_VALUE_MAX_BYTES)
+    return obs.model_copy(update={"otlp_endpoint": endpoint})
 
 
 def mcp_auth_env(server: str) -> str:

@@ -165,14 +165,23 @@ class TemporalSettings(BaseModel):
                                    payload_converter_class=converter,
                                    failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
 
-    async def connect(self, *, lazy: bool = False, runtime: Runtime | None = None) -> Client:
+    async def connect(self, *, lazy: bool = False, runtime: Runtime | None = None, traced: bool = False) -> Client:
         """The one way every process and the CLI connect (pydantic payloads, the payload codec, TLS and API key as
-        set); `runtime`: the SDK core's own (the worker's, exporting its metrics), else the default one."""
+        set); `runtime`: the SDK core's own (the worker's, exporting its metrics), else the default one. `traced`:
+        with Temporal's OpenTelemetry interceptor, which carries the current span to what the client starts and
+        signals, and (on a worker's client) into workflows and activities; the process must have set up its
+        telemetry first (models/telemetry.py)."""
         from temporalio.client import Client
 
+        interceptors: list[Any] = []
+        if traced:
+            from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor
+
+            interceptors.append(OpenTelemetryInterceptor())
         try:
             return await Client.connect(self.address, namespace=self.namespace, data_converter=self.data_converter(),
-                                        tls=self.tls_config(), api_key=self.api_key(), lazy=lazy, runtime=runtime)
+                                        tls=self.tls_config(), api_key=self.api_key(), lazy=lazy, runtime=runtime,
+                                        interceptors=interceptors)
         except RuntimeError as e:
             # The SDK's core says so only in its message (temporalio raises a bare RuntimeError).
             if not str(e).startswith("Failed client connect"):

@@ -19,15 +19,39 @@ from .run import StatusUpdate
 from .slots import SlotLimit
 
 
+class ModelTokens(BaseModel):
+    """One model's calls and tokens, as the agent reported them (its result's `metrics.models`), and what the
+    control plane priced them at."""
+
+    model: str
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost_usd: str | None = None  # decimal USD; None: no known price
+
+
 class Metrics(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     tool_calls: int = 0
     duration_ms: int = 0
     cached_input_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
+    models: list[ModelTokens] = Field(default_factory=list)
+    # What these tokens cost (decimal USD), priced by the worker as the agent's outcome was read (models/pricing.py);
+    # None: not priced (a model without a known price, or an outcome read before prices existed).
+    cost_usd: str | None = None
     # The agent's active time across the containers of its attempt, as its journal counts it (SPEC §10: what the
     # run's timeout bounds); 0 where the agent did not say.
     active_ms: int = 0
+
+
+class Pricing(BaseModel):
+    """What the worker needs to price an agent's tokens: the run's provider, and its model for tokens the agent did
+    not attribute to one."""
+
+    provider: str = ""
+    model: str = ""
 
 
 class AgentOutcome(BaseModel):
@@ -59,6 +83,9 @@ class StartRun(BaseModel):
     ref: RunRef
     resource_version: str | None = None
     finalizers: list[str] = Field(default_factory=list)
+    # The W3C traceparent of the trace the run belongs to (SPEC §12): where the bridge (or a schedule's tick)
+    # started it. The workflow's spans join it ("" for workflows started before traces, or by hand).
+    traceparent: str = ""
 
 
 class Resolution(BaseModel):
@@ -98,6 +125,9 @@ class JobRequest(BaseModel):
     task: str | None = None  # a retried attempt's task (the original, the rejected output, the feedback)
     restart: int = 0  # the agent started again after its pod was lost: its Job of this restart (names.job_name)
     deadline_seconds: int | None = None  # the agent Job's activeDeadlineSeconds when not the run's timeout
+    # The W3C traceparent of the workflow's span for this Job (the agent's attempt, the hooks): TRACEPARENT in
+    # every container of its pod ("" : none).
+    traceparent: str = ""
     # The agent started again after a wait (SPEC §10): its Job of this resume (names.job_name), and AGENT_RESUME.
     resumed: int = 0
     resume: str | None = None
@@ -174,6 +204,7 @@ class BeginRun(BaseModel):
     started_at: str
     resource_version: str | None = None  # as the bridge saw the object (StartRun)
     finalizers: list[str] = Field(default_factory=list)
+    trace_id: str = ""  # the run's trace (status.traceID); "" : none
 
 
 class StartJob(BaseModel):
@@ -205,6 +236,8 @@ class ObserveJob(BaseModel):
     signal: JobFinished | None = None
     timed_out: bool = False
     hook_names: list[str] = Field(default_factory=list)
+    # The agent's Job: how its tokens are priced (None: they are not, as for runs before prices existed).
+    pricing: Pricing | None = None
 
 
 class JobReport(BaseModel):

@@ -13,11 +13,29 @@ import pytest
 from kubernetes import client, config
 
 from localkube.testing import Handle, running_localkube
+from models import telemetry
+from tests.spans import COLLECTOR, SpanCollector
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 AUDIT_LOG = "audit.log"  # in the session localkube's state directory
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The test process's own telemetry, as a worker's (a replay-safe tracer provider: models/telemetry.py), every
+    span recorded for the tests that read them (`spans`); nothing is exported."""
+    telemetry.setup("tests", env={}, processor=COLLECTOR)
+
+
+@pytest.fixture
+def spans() -> Iterator[SpanCollector]:
+    """The spans this test's process ends, from now until the test's end (`spans.take()`)."""
+    COLLECTOR.take()
+    COLLECTOR.active = True
+    yield COLLECTOR
+    COLLECTOR.active = False
+    COLLECTOR.take()
 
 
 @pytest.fixture(scope="session")

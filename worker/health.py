@@ -24,12 +24,17 @@ class Health:
         self.component = component
         self.ready = False
         self.gauges: dict[str, Callable[[], float]] = {}
+        # Counters read at scrape, each a dict of `<name>_total` -> value (the spans exported and dropped).
+        self.counters: list[Callable[[], dict[str, float]]] = []
 
     def metrics(self) -> str:
         lines = [f"# TYPE agentrun_{self.component}_ready gauge",
                  f"agentrun_{self.component}_ready {1 if self.ready else 0}"]
         for name, read in sorted(self.gauges.items()):
             lines += [f"# TYPE {name} gauge", f"{name} {read():g}"]
+        for read_counters in self.counters:
+            for name, value in sorted(read_counters().items()):
+                lines += [f"# TYPE {name.removesuffix('_total')} counter", f"{name} {value:g}"]
         return "\n".join(lines) + "\n"
 
     def answer(self, path: str) -> tuple[int, str, str]:

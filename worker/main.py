@@ -14,9 +14,12 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.events import EventActivities
 from activities.kube import KubeActivities
+from activities.pricing import PriceSource
 from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
 from activities.slots import SlotActivities
+from agentrunner.otel import ExportConfigError
+from models import pricing, telemetry
 from models.codec import EncryptionCodec
 from models.informer import Informer
 from models.kube import Kube
@@ -51,7 +54,9 @@ def runtime(settings: WorkerSettings) -> Runtime | None:
 
 
 async def connect(settings: WorkerSettings) -> Client:
-    return await settings.temporal.connect(runtime=runtime(settings))
+    """The worker's client, traced (models/telemetry.py must be set up first): Temporal's OpenTelemetry interceptor
+    on it reaches the workflows and activities of every worker made with it."""
+    return await settings.temporal.connect(runtime=runtime(settings), traced=True)
 
 
 # The worker runs workflows outside the SDK's sandbox. The sandbox re-imported the workflows' modules into every
@@ -66,11 +71,15 @@ WORKFLOW_RUNNER = UnsandboxedWorkflowRunner()
 
 def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer | None = None) -> Worker:
     events = EventActivities(settings.nats.url or None, options=settings.nats.connect_options())
-    acts = KubeActivities(settings.kube.api_client(user_agent=user_agent("worker")), default_image=settings.agent_image,
+    api = settings.kube.api_client(user_agent=user_agent("worker"))
+    acts = KubeActivities(api, default_image=settings.agent_image,
                           fallback_poll_seconds=settings.fallback_poll_seconds, qps=settings.kube.qps,
                           burst=settings.kube.burst, events=events, informer=informer,
                           keep_log_bytes=settings.keep_log_bytes, agent_restarts=settings.agent_restarts,
-                          tools_image=settings.tools_image or settings.agent_image)
+                          tools_image=settings.tools_image or settings.agent_image,
+                          agent_otlp_endpoint=settings.agent_otlp_endpoint)
+    # The price table's reads share the activities' client and rate limit.
+    acts.prices = PriceSource(acts.kube, settings.prices_config_map, ttl=settings.prices_ttl_seconds)
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
@@ -88,8 +97,12 @@ def build_worker(client: Client, settings: WorkerSettings, *, informer: Informer
 
 async def run(settings: WorkerSettings) -> None:
     health = Health("worker")
+    spans = telemetry.setup("worker")
+    health.counters.append(spans.counters)
     probes = await health.serve(settings.health)
     client = await connect(settings)
+    # genai-prices loads its table at first use (about a second): now, beside the loop, not in the first run's step.
+    await asyncio.to_thread(pricing.warm)
     if settings.setup_search_attributes:
         added = await ensure_search_attributes(client, settings.temporal.namespace)
         if added:
@@ -119,6 +132,7 @@ async def run(settings: WorkerSettings) -> None:
         informer.stop()
         if probes is not None:
             probes.close()
+        await asyncio.to_thread(spans.shutdown)
 
 
 def main() -> int:
@@ -126,7 +140,7 @@ def main() -> int:
     try:
         asyncio.run(run(WorkerSettings()))
     except (SearchAttributesRefused, SearchAttributeConflict, SettingsError, TemporalUnreachable,
-            ValidationError) as e:
+            ValidationError, ExportConfigError) as e:
         # An operator's task, not a crash: one clear message, no traceback.
         log.error("%s", e)
         print(f"agentrun worker: {e}", file=sys.stderr)

@@ -47,6 +47,13 @@ class WorkerSettings(BaseSettings):
     # replayed from its history when it is next woken (a verdict, a Job's end), costing CPU instead of memory.
     # 500 holds every active run of a busy worker and keeps a worker with 10,000 parked runs near 300 MB.
     max_cached_workflows: int = 500
+    # The price table agents' tokens are priced with besides genai-prices (models/pricing.py): "namespace/name" of a
+    # ConfigMap with Sympozium's `pricing.yaml` (empty: none); it is read at most every prices_ttl_seconds.
+    prices_config_map: str = ""
+    prices_ttl_seconds: float = Field(30.0, gt=0)
+    # Where the agents of Agents whose `observability` is enabled without an otlpEndpoint export their spans
+    # (empty: nowhere). The control plane's own exporter is the standard OTEL_EXPORTER_OTLP_* variables.
+    agent_otlp_endpoint: str = ""
     # Register the search attributes the workflows upsert at start-up (refused on Temporal Cloud: there they are
     # registered once with `agentrun temporal setup`'s instructions, and this is set to false).
     setup_search_attributes: bool = True

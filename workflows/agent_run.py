@@ -32,6 +32,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     from activities.kube import RUN_GONE, KubeActivities
+    from models import tracecontext
     from models.agentrun import AgentRunStatus, GateStatus, TokenUsage
     from models.approvals import (
         TOOL_APPROVAL,
@@ -73,6 +74,7 @@ with workflow.unsafe.imports_passed_through():
         JobStarted,
         ObserveJob,
         ParkAgent,
+        Pricing,
         Published,
         Resolution,
         StartJob,
@@ -81,7 +83,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.timestamps import rfc3339
 
-    from . import policies
+    from . import policies, tracing
     from .attempts import Attempts
     from .awaiting import to_the_end, wait_until
     from .gate import Gate, gate_hook_failed
@@ -154,6 +156,7 @@ class AgentRunWorkflow:
         self._tools = ToolApprovals()  # tool calls waiting for people (SPEC §10)
         self._active_ms = 0  # the agent's active time of the attempts that ended (SPEC §10: what timeout bounds)
         self._waited_ms = 0  # time parked: at tool approvals, at the gate
+        self._trace_id = ""  # the run's W3C trace ID (status.traceID; "" : not traced)
 
     # -- handlers (the same names as version 1, so the bridge, API and CLI speak to both) -----------------
 
@@ -246,6 +249,19 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, start: StartRun) -> RunResult:
+        """The run, in its span (workflows/tracing.py): the trace the bridge or a schedule's tick started for it."""
+        ref = start.ref
+        with tracing.run_span(f"AgentRun {ref.namespace}/{ref.name}", traceparent=start.traceparent,
+                              attributes={"agentrun.run": ref.name, "k8s.namespace.name": ref.namespace,
+                                          "temporal.workflow.id": workflow.info().workflow_id}) as span:
+            self._trace_id = tracecontext.trace_id_of(tracing.traceparent_of(span) or start.traceparent)
+            outcome = await self._steps(start)
+            span.set_attribute("agentrun.phase", str(outcome.phase))
+            if outcome.error:
+                span.set_attribute("agentrun.error", outcome.error[:500])
+            return outcome
+
+    async def _steps(self, start: StartRun) -> RunResult:
         self._gate.strict = workflow.patched(GATE_PATCH)
         self._observe_locally = workflow.patched(LOCAL_OBSERVE_PATCH)
         self._record.ref = start.ref
@@ -288,8 +304,9 @@ class AgentRunWorkflow:
             # 2b. A slot of the Agent, when its policy caps concurrent runs; nothing is created before.
             if res.slots is not None:
                 self._state.step = "waiting for a slot"
-                await self._slots.wait(start.ref, run.agent, res.slots, check_seconds=self._watch.fallback,
-                                       on_queue=self._queued)
+                with tracing.span("waiting for a slot"):
+                    await self._slots.wait(start.ref, run.agent, res.slots, check_seconds=self._watch.fallback,
+                                           on_queue=self._queued)
             return await self._lifecycle(run)
         except ActivityError as e:
             if is_cancelled_exception(e):
@@ -332,7 +349,7 @@ class AgentRunWorkflow:
         # 8. Finish: the phase follows the agent's outcome.
         if agent.cut_from:
             self._record.result_cut(agent)
-        # Token usage: summed over the attempts (one, unless a retry verdict sent the agent back).
+        # Token usage and its cost: summed over the attempts (one, unless a retry verdict sent the agent back).
         usage = self._attempts.usage(agent.metrics)
         if agent.status == "success":
             return await self._finish(Phase.SUCCEEDED, result=result, token_usage=usage, exit_code=0, gate=gate)
@@ -346,7 +363,7 @@ class AgentRunWorkflow:
         try:
             res = await self._act(KubeActivities.begin_run, BeginRun(
                 ref=start.ref, workflow_id=wid, started_at=rfc3339(workflow.now()),
-                resource_version=start.resource_version, finalizers=start.finalizers),
+                resource_version=start.resource_version, finalizers=start.finalizers, trace_id=self._trace_id),
                 "resolve the spec against its Agent; Pending")
         except ActivityError as e:
             if isinstance(e.cause, ApplicationError) and e.cause.type == RUN_GONE:
@@ -367,10 +384,13 @@ class AgentRunWorkflow:
         at `until`); `after_gate` = (label, final result): the other postRun hooks once the gate is resolved."""
         hooks = run.hooks_of(component, gate_only=gate is not None and self._gate.strict)
         phase = Phase.POST_RUNNING if component == "post-run" else None
-        job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
-                                    after_gate=after_gate, attempt=self._attempt if gate is not None else 1)
-        report = await self._watch.wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
-                                        hooks=hooks, stop_when=stop_when, until=until)
+        what = f"gate hook {hooks[0].name}" if gate is not None and self._gate.strict and hooks else f"{component} hooks"
+        with tracing.span(f"attempt {self._attempt}: {what}" if self._naming else what,
+                          {"agentrun.hooks": ",".join(h.name for h in hooks)}):
+            job = await self._start_job(run, component, prepare=prepare, phase=phase, agent=agent, gate=gate,
+                                        after_gate=after_gate, attempt=self._attempt if gate is not None else 1)
+            report = await self._watch.wait(job, deadline=timedelta(seconds=sum(h.timeout_seconds for h in hooks) + 60),
+                                            hooks=hooks, stop_when=stop_when, until=until)
         return hooks_outcome(job, report, hooks, gate_timeout_seconds=run.gate_timeout_seconds)
 
     async def _agent(self, run: ResolvedRun, *, prepare: bool, task: str | None = None) -> AgentOutcome:
@@ -386,13 +406,19 @@ class AgentRunWorkflow:
         while True:
             first = not restart and not resumed
             container_started = workflow.now()
-            job = await self._start_job(run, "agent-run", prepare=prepare and first,
-                                        phase=Phase.RUNNING if first else None, attempt=self._attempt, task=task,
-                                        restart=since, deadline_seconds=None if first else deadline,
-                                        resumed=resumed, resume=resume, restarts=restart)
-            report = await self._watch.wait(job, deadline=timedelta(seconds=deadline) + policies.AGENT_DEADLINE_GRACE)
-            if report.state.reason == "DeadlineExceeded":
-                await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
+            # The agent's pod runs in this span: its TRACEPARENT, so the agent's own spans are its children.
+            name = "agent" + (f" (attempt {self._attempt})" if self._attempt > 1 else "") + (
+                f" (resumed {resumed})" if resumed else "") + (f" (restart {restart})" if restart else "")
+            with tracing.span(name, {"agentrun.attempt": self._attempt, "agentrun.restart": restart,
+                                     "agentrun.resumed": resumed}):
+                job = await self._start_job(run, "agent-run", prepare=prepare and first,
+                                            phase=Phase.RUNNING if first else None, attempt=self._attempt,
+                                            task=task, restart=since, deadline_seconds=None if first else deadline,
+                                            resumed=resumed, resume=resume, restarts=restart)
+                report = await self._watch.wait(job, deadline=timedelta(seconds=deadline)
+                                                + policies.AGENT_DEADLINE_GRACE)
+                if report.state.reason == "DeadlineExceeded":
+                    await self._stop(job, "timed out")  # a timed-out agent's Job goes, whatever the cleanup policy
             agent = report.agent
             assert agent is not None
             if agent.status == "waiting":
@@ -458,7 +484,9 @@ class AgentRunWorkflow:
         self._record.decisions_of(self._tools)
         self._state.step = f"waiting for approval of {calls}"
         remaining = (expires - workflow.now()).total_seconds()
-        if not await wait_until(lambda: self._tools.all_decided, seconds=max(remaining, 0.001)):
+        with tracing.span(f"waiting for approval of {calls}"):  # (no command: a span of the wait, no pod held)
+            decided_in_time = await wait_until(lambda: self._tools.all_decided, seconds=max(remaining, 0.001))
+        if not decided_in_time:
             self._tools.expire(on_timeout=policy.on_timeout, decided_at=rfc3339(workflow.now()),
                                why=f"the approval timed out: no decision within {policy.timeout_seconds}s "
                                    f"(toolApproval.onTimeout: {policy.on_timeout})")
@@ -496,7 +524,8 @@ class AgentRunWorkflow:
         gate_only = gate is not None and self._gate.strict
         req = job_request(run, component, workflow_id=workflow.info().workflow_id, attempt=attempt, task=task,
                           agent=agent, gate_only=gate_only, after_gate=after_gate, restart=restart,
-                          deadline_seconds=deadline_seconds, resumed=resumed, resume=resume)
+                          deadline_seconds=deadline_seconds, resumed=resumed, resume=resume,
+                          traceparent=tracing.current_traceparent())
         total = restarts if restarts is not None else restart
         status = job_status(phase, job_name(run.ref.name, component, attempt, restart, resumed),
                             conditions=self._record.conditions,
@@ -523,8 +552,13 @@ class AgentRunWorkflow:
 
     async def _observe(self, job: JobRef, signal: JobFinished | None, *, timed_out: bool = False) -> JobReport:
         what = "read the outcome of" if signal is not None or timed_out else "look at"
+        # The agent's tokens are priced as its outcome is read (models/pricing.py): by the run's provider, and its
+        # model for tokens the agent attributed to none.
+        pricing = (Pricing(provider=self._run.model.provider, model=self._run.model.model)
+                   if job.component == "agent-run" and self._run is not None else None)
         report: JobReport = await self._act(KubeActivities.observe_job, ObserveJob(
-            job=job, signal=signal, timed_out=timed_out), f"{what} Job {job.name}", local=self._observe_locally)
+            job=job, signal=signal, timed_out=timed_out, pricing=pricing), f"{what} Job {job.name}",
+            local=self._observe_locally)
         if report.state.pod_name and job.component == "agent-run" and (report.state.finished or timed_out):
             self._pod = report.state.pod_name
         return report
@@ -594,7 +628,8 @@ class AgentRunWorkflow:
         if self._gate.verdict is None and not gate_failed:
             self._state.step = "waiting for a gate verdict"
             remaining = (gate_end - workflow.now()).total_seconds()
-            await wait_until(lambda: self._gate.verdict is not None, seconds=max(remaining, 0.001))
+            with tracing.span("waiting for a gate verdict"):
+                await wait_until(lambda: self._gate.verdict is not None, seconds=max(remaining, 0.001))
         chance, why = self._attempts.chance(run.retry, self._attempt) if retry else ("off", "")
         label, final, reason = self._gate.close(run, agent, hook_failed=gate_failed, decided_at=rfc3339(workflow.now()),
                                                 retry=chance, exhausted_why=why)
@@ -686,6 +721,7 @@ class AgentRunWorkflow:
         if self._naming:
             summary = f"attempt {self._attempt}: {summary}"
         self._step = summary
-        result = await policies.step(fn, arg, summary, long=long, local=local)
+        with tracing.span(summary, {"agentrun.step": getattr(fn, "__name__", "")}):
+            result = await policies.step(fn, arg, summary, long=long, local=local)
         self._step = ""
         return result

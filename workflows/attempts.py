@@ -11,8 +11,9 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from models.agentrun import AttemptRecord, TokenUsage
+    from models.agentrun import AttemptRecord, ModelUsage, TokenUsage
     from models.gate import ATTEMPT_REASON_MAX_BYTES, ATTEMPTS_KEPT, GateView, RetryChance, cut_utf8
+    from models.pricing import MODELS_KEPT, total
     from models.resolve import ResolvedRetry
     from models.steps import Metrics
 
@@ -59,7 +60,9 @@ class Attempts:
     def usage(self, agent: Metrics) -> TokenUsage:
         """The run's token usage: summed over the attempts (`agent`'s alone if no attempt's was recorded). An attempt
         whose agent was started again reports its restarts' usage too: the agent adds up every container's model
-        calls from its journal, and a lost container reports nothing."""
+        calls from its journal, and a lost container reports nothing. Its cost is the sum of what the worker priced
+        each attempt at when it ended (fixed then: later price changes do not change it), absent if any attempt's
+        tokens had no price; per model, the same sums (at most MODELS_KEPT models)."""
         return self._total(self._metrics or [agent])
 
     @staticmethod
@@ -67,6 +70,29 @@ class Attempts:
         m = Metrics(input_tokens=sum(x.input_tokens for x in every), output_tokens=sum(x.output_tokens for x in every),
                     tool_calls=sum(x.tool_calls for x in every), duration_ms=sum(x.duration_ms for x in every),
                     cached_input_tokens=sum(x.cached_input_tokens for x in every))
+        priced = [x for x in every if x.input_tokens or x.output_tokens]
         return TokenUsage(input_tokens=m.input_tokens, output_tokens=m.output_tokens,
                           total_tokens=m.input_tokens + m.output_tokens, tool_calls=m.tool_calls,
-                          duration_ms=m.duration_ms, cached_input_tokens=m.cached_input_tokens)
+                          duration_ms=m.duration_ms, cached_input_tokens=m.cached_input_tokens,
+                          estimated_cost_usd=total([x.cost_usd for x in priced]) if priced else None,
+                          models=_by_model(every))
+
+
+def _by_model(every: list[Metrics]) -> list[ModelUsage] | None:
+    out: dict[str, ModelUsage] = {}
+    costs: dict[str, list[str | None]] = {}
+    for x in every:
+        for u in x.models:
+            m = out.get(u.model)
+            if m is None:
+                if len(out) >= MODELS_KEPT:
+                    continue
+                m = out[u.model] = ModelUsage(model=u.model)
+            m.calls += u.calls
+            m.input_tokens += u.input_tokens
+            m.output_tokens += u.output_tokens
+            m.cached_input_tokens += u.cached_input_tokens
+            costs.setdefault(u.model, []).append(u.cost_usd)
+    for name, m in out.items():
+        m.estimated_cost_usd = total(costs[name])
+    return list(out.values()) or None

@@ -20,12 +20,14 @@ with workflow.unsafe.imports_passed_through():
 
 def job_request(run: ResolvedRun, component: Component, *, workflow_id: str, attempt: int, task: str | None,
                 agent: AgentOutcome | None, gate_only: bool, after_gate: tuple[str, str] | None, restart: int = 0,
-                deadline_seconds: int | None = None, resumed: int = 0, resume: str | None = None) -> JobRequest:
+                deadline_seconds: int | None = None, resumed: int = 0, resume: str | None = None,
+                traceparent: str = "") -> JobRequest:
     """The Job a step starts. `agent`: the agent's outcome, for postRun hooks; `gate_only`: the gate hook alone;
     `after_gate` = (label, final result): the other postRun hooks, once the gate is resolved; `restart`: the agent
     started again after its pod was lost, within `deadline_seconds`; `resumed`: started again after a wait, with the
-    decisions `resume` (SPEC §10)."""
-    req = JobRequest(run=run, component=component, workflow_id=workflow_id, attempt=attempt, task=task)
+    decisions `resume` (SPEC §10); `traceparent`: its pod's TRACEPARENT."""
+    req = JobRequest(run=run, component=component, workflow_id=workflow_id, attempt=attempt, task=task,
+                     traceparent=traceparent)
     if restart or resumed:
         req.restart, req.deadline_seconds = restart, deadline_seconds
     if resumed:

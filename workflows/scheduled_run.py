@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from models.steps import StartRun
     from models.timestamps import rfc3339
 
-    from . import policies
+    from . import policies, tracing
 
 from .agent_run import SA_NAME, SA_NAMESPACE, SA_PHASE, AgentRunWorkflow, RunResult, workflow_id
 from .agent_run_v1 import AgentRunWorkflowV1
@@ -65,6 +65,13 @@ class ScheduledRunWorkflow:
 
     @workflow.run
     async def run(self, tick: ScheduledTick) -> TickResult:
+        """The tick, in a span of its own: the trace its run joins (workflows/tracing.py)."""
+        s = tick.schedule
+        with tracing.run_span(f"SympoziumSchedule {s.namespace}/{s.name} tick", traceparent="",
+                              attributes={"agentrun.schedule": s.name, "k8s.namespace.name": s.namespace}):
+            return await self._tick(tick)
+
+    async def _tick(self, tick: ScheduledTick) -> TickResult:
         info = workflow.info()
         # The tick's time: the Schedule's nominal time (also for backfills and manual triggers).
         when = info.typed_search_attributes.get(SCHEDULED_START) or info.workflow_start_time
@@ -105,7 +112,8 @@ class ScheduledRunWorkflow:
                  else WorkflowIDReusePolicy.ALLOW_DUPLICATE)
         try:
             child = await workflow.start_child_workflow(
-                run, StartRun(ref=ref), id=workflow_id(ref), id_reuse_policy=reuse,
+                run, StartRun(ref=ref, traceparent=tracing.current_traceparent()), id=workflow_id(ref),
+                id_reuse_policy=reuse,
                 # The run outlives this tick if the tick is closed: its object and cleanup are its own.
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 cancellation_type=workflow.ChildWorkflowCancellationType.ABANDON,

@@ -24,6 +24,7 @@ from models.policy import TEMPLATES
 
 from ..deps import Namespace, State, StateDep
 from .routes import ConsoleError, ConsoleSession, page
+from .views import agent_usage
 
 router = APIRouter(include_in_schema=False)
 LEGACY_AGENTS = "sympoziuminstances"  # the Agent's older kind (SPEC §1.1), shown with the Agents
@@ -117,7 +118,8 @@ async def agent_page(request: Request, name: str, who: ConsoleSession, state: St
     return page(request, "agent.html", who=who, section="agents", namespace=namespace, name=name,
                 kind="Agent" if plural == AGENTS else "SympoziumInstance", spec=spec, defaults=_defaults(obj),
                 model=model_of(obj), lc=lc, hooks=[("preRun", h) for h in lc.get("preRun") or []]
-                + [("postRun", h) for h in lc.get("postRun") or []], runs=len(runs), source=as_yaml(_bare(obj)))
+                + [("postRun", h) for h in lc.get("postRun") or []], runs=len(runs), source=as_yaml(_bare(obj)),
+                usage=agent_usage(runs))
 
 
 @router.get("/policies", response_class=HTMLResponse)

@@ -359,7 +359,8 @@ async def run_context(state: State, who: Caller, namespace: str, name: str) -> d
             "timeline": views.timeline(obj), "banner": views.banner(obj), "gate_open": views.gate_open(obj),
             "calls": views.waiting_calls(obj),
             "retry": views.has_retry(obj), "created_by": views.created_by(obj), "temporal": temporal,
-            "hooks": hooks(obj), "last_attempt": int(st.get("attempt") or 1), "log_attempt": None}
+            "hooks": hooks(obj), "last_attempt": int(st.get("attempt") or 1), "log_attempt": None,
+            "trace": views.trace_link(state.settings.trace_url_template, st.get("traceID"))}
 
 
 @router.get("/runs/{name}", response_class=HTMLResponse)

@@ -4,8 +4,10 @@ escape everything they print)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 
 from models.agentrun import PHASES, TERMINAL_PHASES
@@ -202,3 +204,60 @@ def waiting_calls(obj: dict[str, Any]) -> list[WaitingCall]:
         out.append(WaitingCall(str(c.get("id") or ""), str(c.get("tool") or ""), str(c.get("argumentsSha256") or ""),
                                text))
     return out
+def trace_link(template: str, trace_id: object) -> str:
+    """The run's trace where AGENTRUN_TRACE_URL_TEMPLATE shows traces ("" : no template, or no valid trace ID: the
+    status is anyone's to write, so only 32 hex digits are put in a URL)."""
+    if not template or not isinstance(trace_id, str) or not re.fullmatch(r"[0-9a-f]{32}", trace_id):
+        return ""
+    return template.replace("{traceID}", trace_id)
+
+
+@dataclass
+class Day:
+    label: str  # YYYY-MM-DD
+    tokens: int
+    cost: Decimal
+    height: int  # of its bar, 0..CHART_HEIGHT
+
+
+@dataclass
+class AgentUsage:
+    runs: int  # finished runs of the last CHART_DAYS days
+    tokens: int
+    cost: Decimal
+    unpriced: int  # finished runs that used tokens without an estimate (their cost is not in `cost`)
+    days: list[Day]
+
+
+CHART_DAYS = 30
+CHART_HEIGHT = 50
+
+
+def agent_usage(runs: list[dict[str, Any]], now: datetime | None = None) -> AgentUsage:
+    """What an Agent's finished runs of the last 30 days used and cost, per day (by completion): from the runs the
+    API's watch holds (those still kept: pruned runs are not counted; the Prometheus counters keep the rest)."""
+    now = now or datetime.now(UTC)
+    today = now.date()
+    first = today.toordinal() - CHART_DAYS + 1
+    tokens = [0] * CHART_DAYS
+    costs = [Decimal(0)] * CHART_DAYS
+    count = unpriced = 0
+    for run in runs:
+        st = run.get("status") or {}
+        if st.get("phase") not in TERMINAL_PHASES:
+            continue
+        when = parse_rfc3339(str(st.get("completedAt") or st.get("startedAt") or ""))
+        if when is None or not first <= when.date().toordinal() <= today.toordinal():
+            continue
+        i = when.date().toordinal() - first
+        usage = st.get("tokenUsage") or {}
+        count += 1
+        tokens[i] += int(usage.get("totalTokens") or 0)
+        try:
+            costs[i] += Decimal(str(usage["estimatedCostUSD"]))
+        except (KeyError, ArithmeticError, ValueError):
+            unpriced += 1 if usage.get("totalTokens") else 0
+    top = max(costs) if max(costs) > 0 else Decimal(0)
+    days = [Day(date.fromordinal(first + i).isoformat(), tokens[i], costs[i],
+                int(costs[i] / top * CHART_HEIGHT) if top else 0) for i in range(CHART_DAYS)]
+    return AgentUsage(count, sum(tokens), sum(costs, Decimal(0)), unpriced, days)

@@ -310,3 +310,43 @@ def test_no_job_of_a_run_replaces_a_pod_that_is_still_terminating() -> None:
     for job in (agent_job(run, workflow_id="wf"), prerun_job(run, workflow_id="wf"),
                 postrun_job(run, workflow_id="wf", agent_exit_code=0, agent_result="")):
         assert job["spec"]["podReplacementPolicy"] == "Failed"
+
+
+# -- traces (SPEC §12) ----------------------------------------------------------------------------
+
+TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_every_container_of_every_pod_of_the_run_gets_its_traceparent() -> None:
+    from activities.manifests import traced
+
+    run = resolved(**HOOKS, sandbox={"enabled": True})
+    for job in (agent_job(run, workflow_id="wf"), prerun_job(run, workflow_id="wf"),
+                postrun_job(run, workflow_id="wf", agent_exit_code=0, agent_result="ok")):
+        pod = traced(job, TP)["spec"]["template"]["spec"]
+        containers = [*pod.get("initContainers", []), *pod["containers"]]
+        assert len(containers) >= 2
+        assert all(env_of(c)[0] == ("TRACEPARENT", TP) for c in containers), [c["name"] for c in containers]
+    untraced = agent_job(run, workflow_id="wf")
+    assert traced(untraced, "") == untraced
+
+
+def test_the_agents_exporter_follows_its_agents_observability_and_its_headers_secret_is_a_reference() -> None:
+    agent = normalize_agent({"metadata": {"name": "helper", "namespace": "ns"}, "spec": {
+        "authRefs": [{"provider": "openai", "secret": "key"}], "agents": {"default": {"model": "gpt"}},
+        "observability": {"enabled": True, "otlpEndpoint": "http://collector:4318", "serviceName": "helper-agent",
+                          "headersSecretRef": "otlp-auth", "headers": {"x-tenant": "a b"},
+                          "resourceAttributes": {"team": "ops"}, "samplingRatio": "0.25"}}})
+    run = resolve_run({"metadata": {"name": "run1", "namespace": "ns", "uid": "uid-1"},
+                       "spec": {"agentRef": "helper", "task": "do"}}, agent, default_image="agent:1")
+    env = dict(env_of(agent_job(run, workflow_id="wf")["spec"]["template"]["spec"]["containers"][0]))
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector:4318"
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf" and env["OTEL_SERVICE_NAME"] == "helper-agent"
+    assert env["OTEL_EXPORTER_OTLP_HEADERS"] == "x-tenant=a%20b"
+    assert env["AGENT_OTLP_SECRET_HEADERS"] == {"secretKeyRef": {"name": "otlp-auth", "key": "headers",
+                                                                 "optional": True}}
+    assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.25" and "team=ops" in env["OTEL_RESOURCE_ATTRIBUTES"]
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" not in env, "content stays off spans by default"
+    # No observability: no exporter at all (the runner then imports nothing of OpenTelemetry).
+    plain = dict(env_of(agent_job(resolved(), workflow_id="wf")["spec"]["template"]["spec"]["containers"][0]))
+    assert not [k for k in plain if k.startswith("OTEL_")]

@@ -4,6 +4,7 @@ bar's buttons, and that whatever a run holds is escaped (the templates rendered 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from api.console import views
@@ -150,3 +151,61 @@ def test_the_runs_list_shows_the_first_line_of_each_error() -> None:
     failed = run(phase="Failed", status={"error": "spec.model.provider: unknown provider \"opneai\"\nmore"})
     assert views.row(failed, NOW).error == 'spec.model.provider: unknown provider "opneai"'
     assert views.short("x" * 200).endswith("…") and len(views.short("x" * 200)) == views.ERROR_CHARS
+
+
+def test_a_runs_cost_tokens_per_model_and_trace_are_shown_escaped() -> None:
+    hostile = '<img src=x onerror=alert(1)>'
+    usage = {"inputTokens": 1500, "outputTokens": 300, "totalTokens": 1800, "estimatedCostUSD": "0.0125",
+             "models": [{"model": hostile, "calls": 2, "inputTokens": 1500, "outputTokens": 300,
+                         "estimatedCostUSD": "0.0125"}]}
+    obj = run(phase="Succeeded", status={"tokenUsage": usage, "traceID": "4bf92f3577b34da6a3ce929d0e0e4736"})
+    detail = templates.get_template("_run_detail.html").render(
+        name="r1", namespace="team", spec=obj["spec"], st=obj["status"], task="t", model="m", created_by="c",
+        timeline=views.timeline(obj, NOW))
+    assert '<td id="cost">$0.0125</td>' in detail and "4bf92f3577b34da6a3ce929d0e0e4736" in detail
+    assert "<img" not in detail and "&lt;img src=x onerror=alert(1)&gt;" in detail
+    unpriced = run(phase="Succeeded", status={"tokenUsage": {"totalTokens": 5}})
+    assert "no price known" in templates.get_template("_run_detail.html").render(
+        name="r1", namespace="team", spec=unpriced["spec"], st=unpriced["status"], task="t", model="m",
+        created_by="c", timeline=views.timeline(unpriced, NOW))
+    template = "https://tempo.example/trace/{traceID}"
+    link = views.trace_link(template, obj["status"]["traceID"])
+    assert link == "https://tempo.example/trace/4bf92f3577b34da6a3ce929d0e0e4736"
+    assert 'id="trace" href="https://tempo.example/trace/4bf92f3577b34da6a3ce929d0e0e4736"' in \
+        templates.get_template("_head.html").render(
+            name="r1", namespace="team", row=views.row(obj), st=obj["status"], csrf="tok", temporal="", trace=link,
+            banner=views.banner(obj), gate_open=False, retry=False)
+    # A status is anyone's to write: only a real trace ID becomes a link; no template, no link.
+    assert views.trace_link(template, 'x" onmouseover="alert(1)') == "" and views.trace_link("", "a" * 32) == ""
+    assert 'id="trace"' not in head(obj)
+
+
+def test_the_trace_url_template_must_be_an_http_url_with_the_trace_id() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from api.settings import ApiSettings
+
+    assert ApiSettings(trace_url_template="https://tempo.example/trace/{traceID}").trace_url_template
+    for bad in ("https://tempo.example/trace/", "javascript:alert(1)//{traceID}"):
+        with pytest.raises(ValidationError, match="AGENTRUN_TRACE_URL_TEMPLATE"):
+            ApiSettings(trace_url_template=bad)
+
+
+def test_an_agents_usage_sums_its_finished_runs_of_the_last_30_days_by_day() -> None:
+    def done(day: str, cost: str | None, tokens: int, phase: str = "Succeeded") -> dict[str, Any]:
+        usage: dict[str, Any] = {"totalTokens": tokens}
+        if cost is not None:
+            usage["estimatedCostUSD"] = cost
+        return run(phase=phase, status={"completedAt": f"{day}T10:00:00Z", "tokenUsage": usage})
+    runs = [done("2026-03-01", "0.5", 100), done("2026-03-01", "0.25", 50), done("2026-02-20", "1", 10),
+            done("2026-02-20", None, 7), done("2026-01-01", "9", 1), run(phase="Running")]
+    u = views.agent_usage(runs, NOW)
+    assert (u.runs, u.tokens, u.cost, u.unpriced) == (4, 167, Decimal("1.75"), 1)
+    assert len(u.days) == 30 and u.days[-1].label == "2026-03-01" and u.days[-1].cost == Decimal("0.75")
+    assert max(d.height for d in u.days) == views.CHART_HEIGHT and u.days[-1].height == 37
+    html = templates.get_template("agent.html").render(
+        request=None, who=None, section="agents", namespace="team", name="a", kind="Agent", spec={}, defaults={},
+        model="m", lc={}, hooks=[], runs=6, source="", usage=u)
+    assert '<dd id="usage-cost">$1.75' in html and "<title>2026-03-01: $0.75, 150 tokens</title>" in html
+    assert "style=" not in html.split('id="cost-chart"')[1].split("</svg>")[0], "no inline style (the CSP)"

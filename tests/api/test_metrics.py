@@ -198,6 +198,35 @@ async def test_a_count_that_falls_behind_the_watch_goes_over_its_list_and_counts
             await anext(served)
 
 
+async def test_a_finished_runs_tokens_and_cost_are_counted_once_by_namespace_agent_and_model(
+        api: tuple[httpx.AsyncClient, State], namespace: str, runs: Runs) -> None:
+    c, _ = api
+    usage = {"inputTokens": 1500, "outputTokens": 300, "cachedInputTokens": 500, "estimatedCostUSD": "0.0125",
+             "models": [{"model": "gpt-4o", "calls": 2, "inputTokens": 1000, "outputTokens": 200,
+                         "cachedInputTokens": 500, "estimatedCostUSD": "0.01"},
+                        {"model": "gpt-4o-mini", "calls": 1, "inputTokens": 500, "outputTokens": 100,
+                         "estimatedCostUSD": "0.0025"}]}
+    await runs.create("running")
+    await runs.status("running", phase="Running", tokenUsage=usage)  # not finished: not counted yet
+    await runs.create("priced")
+    await runs.status("priced", phase="Succeeded", tokenUsage=usage)
+    await runs.status("priced", phase="Succeeded", tokenUsage=usage, completedAt="2026-01-01T00:00:00Z")
+    await runs.create("unpriced")
+    await runs.status("unpriced", phase="Succeeded", tokenUsage={"inputTokens": 10, "outputTokens": 1})
+    at = {"namespace": namespace, "agent": "helper"}
+
+    async def counted() -> str | None:
+        text = await scrape(c)
+        return text if sample(text, "agentrun_runs_unpriced_total", **at) == 1 else None
+    text = await wait_for_async(counted, timeout=30, what="the unpriced run counted")
+    assert sample(text, "agentrun_run_cost_usd_total", **at, model="gpt-4o") == pytest.approx(0.01)
+    assert sample(text, "agentrun_run_cost_usd_total", **at, model="gpt-4o-mini") == pytest.approx(0.0025)
+    assert sample(text, "agentrun_run_tokens_total", **at, model="gpt-4o", type="input") == 1000, "once per run"
+    assert sample(text, "agentrun_run_tokens_total", **at, model="gpt-4o", type="cached") == 500
+    assert sample(text, "agentrun_run_tokens_total", **at, model="gpt-4o-mini", type="output") == 100
+    assert sample(text, "agentrun_run_tokens_total", **at, model="unknown", type="input") == 10
+
+
 async def test_runs_waiting_for_a_tool_approval_and_each_tool_decision_are_counted_once_with_their_wait(
         api: tuple[httpx.AsyncClient, State], namespace: str, runs: Runs) -> None:
     c, _ = api

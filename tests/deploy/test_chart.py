@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -482,3 +483,29 @@ def test_the_agents_webhook_is_registered_for_agent_kinds_beside_the_runs_webhoo
         assert checked["failurePolicy"] == "Fail" and checked["clientConfig"]["service"]["path"] == path
         assert checked["rules"][0]["resources"] == resources
         assert checked["namespaceSelector"] == hook["namespaceSelector"]
+
+
+def test_traces_and_prices_are_off_by_default_and_wired_when_set(chart: helm.Chart) -> None:
+    """The control plane's OTLP exporter from otel.*, the worker's price ConfigMap readable by name alone, and the
+    Grafana dashboard ConfigMap only when asked (README "Traces and cost")."""
+    plain = rendered(chart, {})
+    assert not [k for c in ("worker", "bridge", "api") for k in component_env(plain, c) if k.startswith("OTEL_")]
+    assert "AGENTRUN_PRICES_CONFIG_MAP" not in component_env(plain, "worker")
+    assert not [d for d in of(plain, "ConfigMap") if d["metadata"]["name"] == "agentrun-dashboard"]
+    docs = rendered(chart, {"otel": {"endpoint": "http://collector.obs:4318", "env": {"OTEL_TRACES_SAMPLER_ARG": "0.1"}},
+                            "worker": {"pricesConfigMap": "prices"}, "grafanaDashboard": {"enabled": True}})
+    for component in ("worker", "bridge", "api"):
+        env = component_env(docs, component)
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == "http://collector.obs:4318"
+        assert env["OTEL_EXPORTER_OTLP_PROTOCOL"]["value"] == "http/protobuf"
+        assert env["OTEL_TRACES_SAMPLER_ARG"]["value"] == "0.1"
+    assert component_env(docs, "worker")["AGENTRUN_PRICES_CONFIG_MAP"]["value"] == f"{NS}/prices"
+    role = next(d for d in of(docs, "Role") if d["metadata"]["name"] == "agentrun-worker-prices")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["prices"],
+                              "verbs": ["get"]}]
+    dashboard = next(d for d in of(docs, "ConfigMap") if d["metadata"]["name"] == "agentrun-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    panels = json.loads(dashboard["data"]["agentrun.json"])["panels"]
+    exprs = " ".join(t["expr"] for p in panels for t in p["targets"])
+    assert all(m in exprs for m in ("agentrun_run_cost_usd_total", "agentrun_run_tokens_total",
+                                    "agentrun_otel_spans_dropped_total", "agentrun_runs_unpriced_total"))

@@ -144,10 +144,12 @@ def test_apply_wait_then_list_get_and_logs_print_what_parses(cli: Cli, tmp_path:
     assert header.split() == ["NAME", "AGENT", "PHASE", "GATE", "AGE"] and row.split()[:3] == [
         "plain", "helper", "Succeeded"]
     assert cli("list", "-o", "wide")[1].splitlines()[0].split()[5:] == ["MODEL", "ATTEMPT", "DECIDED", "BY",
-                                                                        "TOKENS", "CACHED", "CREATED", "BY", "ERROR"]
+                                                                        "TOKENS", "CACHED", "COST", "CREATED", "BY",
+                                                                        "ERROR"]
     # The run names no model: it runs its Agent's, which the wide row shows.
     header, wide_row = cli("list", "-o", "wide")[1].splitlines()
     assert columns(header, wide_row)["MODEL"] == "echo-1"
+    assert columns(header, wide_row)["COST"] == "$0", "echo is a local model: it costs nothing"
     # get: the object, as JSON or YAML (the default).
     code, out, _ = cli("get", "plain", "-o", "json")
     got = json.loads(out)

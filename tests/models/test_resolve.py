@@ -189,3 +189,22 @@ def test_a_provider_the_agent_cannot_serve_fails_the_run_at_start_naming_the_fie
 def test_another_agent_image_may_serve_any_provider() -> None:
     r = resolve_run(run({"image": "my/agent:1", "model": {"provider": "bedrock"}}), AGENT, default_image="x")
     assert r.model.provider == "bedrock" and r.image == "my/agent:1"
+
+
+@pytest.mark.parametrize(("obs", "field", "text"), [
+    ({"otlpEndpoint": "collector:4318"}, 'spec.observability.otlpEndpoint', "http:// or https://"),
+    ({"otlpEndpoint": "http://c:4318", "samplingRatio": "lots"}, "spec.observability.samplingRatio", "not a number"),
+    ({"otlpEndpoint": "http://c:4318", "samplingRatio": "1.5"}, "spec.observability.samplingRatio", "between 0 and 1"),
+])
+def test_an_agents_observability_is_checked_naming_the_field(obs: dict[str, Any], field: str, text: str) -> None:
+    agent = normalize_agent({"metadata": {"name": "helper", "namespace": "ns"}, "spec": {
+        "authRefs": [{"provider": "openai", "secret": "key"}], "agents": {"default": {"model": "gpt"}},
+        "observability": {"enabled": True, **obs}}})
+    with pytest.raises(FieldProblem) as e:
+        resolve_run(run({}), agent, default_image="x")
+    assert e.value.field.endswith(field) and text in str(e.value)
+    # grpc takes host:port; a disabled block is not looked at.
+    ok = normalize_agent({"metadata": {"name": "helper", "namespace": "ns"}, "spec": {
+        "authRefs": [{"provider": "openai", "secret": "key"}], "agents": {"default": {"model": "gpt"}},
+        "observability": {"enabled": True, "otlpEndpoint": "collector:4317", "otlpProtocol": "grpc"}}})
+    assert resolve_run(run({}), ok, default_image="x").observability is not None

@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
+from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from tests.spans import SpanCollector
+from workflows import tracing
 from workflows.agent_run import AgentRunWorkflow
 from workflows.agent_run_v1 import AgentRunWorkflowV1
 from workflows.agent_slots import AgentSlotsWorkflow
@@ -75,8 +78,13 @@ def test_the_v7_shapes_close_with_their_run_and_a_failed_run_fails() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
-async def test_recorded_history_replays(name: str) -> None:
+async def test_recorded_history_replays(name: str, spans: SpanCollector) -> None:
+    """With Temporal's OpenTelemetry interceptor, as the worker runs them (its spans add headers, never commands),
+    and a replay exports no span again: every span the workflow opens while it replays was exported the first time
+    (the test process's tracer provider is the worker's replay-safe one: tests/conftest.py)."""
     history = WorkflowHistory.from_json(name, TEXTS[name])
     # The replayer picks the workflow by the type recorded in the history.
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter,
+                        interceptors=[OpenTelemetryInterceptor()])
     await replayer.replay_workflow(history)
+    assert not [s.name for s in spans.take() if s.instrumentation_scope.name == tracing.TRACER]

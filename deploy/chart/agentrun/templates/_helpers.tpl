@@ -109,6 +109,16 @@ value: "0.0.0.0"
   value: {{ .Values.kube.qps | quote }}
 - name: AGENTRUN_KUBE__BURST
   value: {{ .Values.kube.burst | quote }}
+{{- if .Values.otel.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .Values.otel.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .Values.otel.protocol | quote }}
+{{- end }}
+{{- range $k, $v := .Values.otel.env }}
+- name: {{ $k }}
+  value: {{ $v | quote }}
+{{- end }}
 {{- end -}}
 
 {{- define "agentrun.commonVolumes" -}}
