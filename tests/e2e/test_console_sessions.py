@@ -91,6 +91,22 @@ def signed_in(base: str, cookie: str) -> tuple[str, str] | None:
     return me.group(0), csrf.group(1)
 
 
+def signed_in_page(base: str, cookie: str) -> tuple[str, str] | None:
+    """(identity, CSRF token) the sign-in page shows for that cookie (it needs no RBAC); None when signed out."""
+    r = httpx.get(base + "/signin", cookies={COOKIE: cookie}, timeout=10)
+    assert r.status_code == 200, r.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', r.text)
+    me = re.search(r"system:serviceaccount:[a-z0-9-]+:[a-z0-9-]+|(alice|bob)@example\.com", r.text)
+    return (me.group(0), csrf.group(1)) if csrf and me else None
+
+
+def sa_token(stack: Stack, ns: str, name: str) -> str:
+    """A token of a new ServiceAccount `name` from a TokenRequest: a caller known through TokenReview."""
+    core: Any = client.CoreV1Api(stack.api)
+    core.create_namespaced_service_account(ns, {"metadata": {"name": name}})
+    return str(core.create_namespaced_service_account_token(name, ns, {"spec": {}}).status.token)
+
+
 def session_secrets(stack: Stack, ns: str) -> list[Any]:
     return list(client.CoreV1Api(stack.api).list_namespaced_secret(ns, label_selector=LABEL_SESSION).items)
 
@@ -129,6 +145,19 @@ def test_two_api_processes_serve_one_session_and_a_removed_token_ends_it_on_both
         csrf = signed_in(a, bob)[1]  # type: ignore[index]
         assert httpx.post(b + "/signout", data={"csrf": csrf}, cookies={COOKIE: bob}, timeout=10).status_code == 303
         assert signed_in(a, bob) is None and signed_in(b, bob) is None
+        # A Kubernetes token (a TokenReview) makes a session both serve too, whose Secret holds that token sealed.
+        token = sa_token(stack, sessions_ns, "operator")
+        operator = sign_in(a, token)
+        identity = f"system:serviceaccount:{sessions_ns}:operator"
+        assert signed_in_page(a, operator) == signed_in_page(b, operator) is not None
+        assert signed_in_page(b, operator)[0] == identity  # type: ignore[index]
+        sealed = next(s for s in session_secrets(stack, sessions_ns) if s.metadata.name == secret_name(operator))
+        assert sealed.metadata.annotations[ANNOTATION_IDENTITY] == identity
+        for blob in (json.dumps(sealed.to_dict(), default=str), *(base64.b64decode(v).decode("latin-1")
+                                                                  for v in sealed.data.values())):
+            assert operator not in blob and token not in blob and token.split(".")[-1] not in blob
+        httpx.post(a + "/signout", data={"csrf": signed_in_page(a, operator)[1]},  # type: ignore[index]
+                   cookies={COOKIE: operator}, timeout=10)
         # Alice's token leaves the file: her session ends on both, on the next request, with no wait.
         revoke(tokens, f"{BOB} bob@example.com")
         assert signed_in(b, alice) is None and signed_in(a, alice) is None
