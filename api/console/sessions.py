@@ -50,6 +50,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -84,7 +85,8 @@ ANNOTATION_EXPIRES = "agentrun.dev/expires"
 SEALED_KEY = "session"
 SEAL_VERSION = "v1"
 HKDF_INFO = b"agentrun console session v1"
-SWEEP_SECONDS = 60.0  # expired sessions are swept at sign-in, at most this often per process
+SWEEP_SECONDS = 60.0
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{43}")  # what secrets.token_urlsafe(32) makes  # expired sessions are swept at sign-in, at most this often per process
 
 
 def digest(token: str) -> bytes:
@@ -204,10 +206,11 @@ class SecretSessions:
 
     async def delete(self, session_id: str) -> None:
         try:
-            await self._call(self.kube.core.delete_namespaced_secret, secret_name(session_id), self.namespace,
-                             _preload_content=False, action="delete a session")
+            resp = await self._call(self.kube.core.delete_namespaced_secret, secret_name(session_id), self.namespace,
+                                    _preload_content=False, action="delete a session")
         except NotFound:
-            pass
+            return
+        _ = resp.data  # read to the end: the connection goes back to the pool
 
     async def sweep(self) -> None:
         """Every expired session, in one request, at most once per SWEEP_SECONDS; a failure is logged (signing in
@@ -217,9 +220,10 @@ class SecretSessions:
             return
         self._swept = now
         try:
-            await self._call(self.kube.core.delete_collection_namespaced_secret, self.namespace,
-                             label_selector=f"{LABEL_SESSION},{LABEL_EXPIRES}<{int(now)}", _preload_content=False,
-                             action="delete expired sessions")
+            resp = await self._call(self.kube.core.delete_collection_namespaced_secret, self.namespace,
+                                    label_selector=f"{LABEL_SESSION},{LABEL_EXPIRES}<{int(now)}",
+                                    _preload_content=False, action="delete expired sessions")
+            _ = resp.data  # (the deleted sessions, still sealed: not looked at)
         except SessionsUnavailable as e:
             log.warning("expired console sessions were not swept from namespace %s: %s", self.namespace, e)
 
@@ -266,8 +270,8 @@ class SessionStore:
     async def get(self, session_id: str | None) -> Session | None:
         """The live session of that ID; None (and the session gone) once it expired or its token is no longer
         valid. Raises SessionsUnavailable."""
-        if not session_id:
-            return None
+        if not session_id or not SESSION_ID.fullmatch(session_id):
+            return None  # not one this store made: no request to the cluster for it
         s = await self.kept.get(session_id)
         if s is None:
             return None
