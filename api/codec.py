@@ -39,7 +39,7 @@ from models.names import AGENTRUNS
 from .auth import ANONYMOUS, Caller, ReviewUnavailable
 from .bodies import MAX_BODY_BYTES
 from .console.sessions import COOKIE as CONSOLE_COOKIE
-from .console.sessions import SessionStore
+from .console.sessions import SessionStore, SessionsUnavailable
 from .deps import State, StateDep, authenticate, bearer
 from .settings import ApiSettings
 
@@ -64,6 +64,9 @@ async def codec_caller(request: Request, state: StateDep) -> Caller:
                 console = await sessions.caller(session) if session is not None else None
             except ReviewUnavailable as e:
                 raise HTTPException(status_code=503, detail=f"cannot ask the cluster who the session's token is: {e}",
+                                    headers={"Retry-After": "5"}) from None
+            except SessionsUnavailable as e:
+                raise HTTPException(status_code=503, detail=f"cannot read the console's session: {e}",
                                     headers={"Retry-After": "5"}) from None
             if console is not None:
                 await _may_read_every_run(state, console)

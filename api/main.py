@@ -264,6 +264,7 @@ def create_app(settings: ApiSettings, *, kube: client.ApiClient | None = None,
             t = await settings.temporal.connect(traced=True)
         state = app.state.agentrun = State(settings, kube or settings.kube.api_client(user_agent=user_agent("api")), t,
                                            auth)
+        console.keep_sessions(app, state.kube, settings.session_namespace)
         await state.runwatch.start()
         state.definitions.start()
         await state.metrics.start()

@@ -34,6 +34,10 @@ class ApiSettings(BaseSettings):
     # seconds (a 429 with Retry-After meanwhile).
     failed_auth_burst: int = Field(10, ge=1)
     failed_auth_refill_seconds: float = Field(6.0, gt=0)
+    # The console's sessions are Secrets of this namespace (api/console/sessions.py: sealed, one per session), so a
+    # restart or another replica keeps everyone signed in; the API needs create, get, delete and deletecollection on
+    # Secrets there (the chart sets the API's own namespace and gives it that Role). Empty: in the process's memory.
+    session_namespace: str = ""
     # Serving without any token must be asked for explicitly.
     insecure: bool = False
     # Addresses of reverse proxies (an Ingress controller) whose X-Forwarded-For names the client, comma-separated or

@@ -259,7 +259,9 @@ def _up_processes(state_dir: Path, kubeconfig: Path, info: dict[str, Any], pids:
                   # A UI opened by the host's other name calls the codec across origins (with credentials).
                   "AGENTRUN_CODEC_CORS_ORIGINS": json.dumps([ui, f"http://localhost:{front_port}"]),
                   # The console links each run to its workflow in this UI.
-                  "AGENTRUN_TEMPORAL_UI_URL": ui},
+                  "AGENTRUN_TEMPORAL_UI_URL": ui,
+                  # The console's sessions are sealed Secrets here, so restarting the API signs nobody out.
+                  "AGENTRUN_SESSION_NAMESPACE": "default"},
                  state_dir)
     info["api"] = f"http://127.0.0.1:{api_port}"
     info["codec"] = f"{info['api']}/codec"

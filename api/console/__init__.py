@@ -5,8 +5,8 @@ Why this stack: a Python team keeps it alive with what it already knows (templat
 script is htmx with its SSE extension, vendored from the npm registry (static/VENDORED.md), and no page has inline
 script or style, so the pages' Content-Security-Policy allows scripts from the API's own origin only.
 
-- Sign-in exchanges an API token for a server-side session (`sessions.py`); every POST needs the session's CSRF
-  token.
+- Sign-in exchanges an API token for a server-side session (`sessions.py`: a sealed Secret per session, shared by
+  every API process); every POST needs the session's CSRF token.
 - Live updates come from the API's one AgentRun watch (`api/runwatch.py`, `State.runwatch`): `/events` tells each
   open page, over server-sent events, which runs changed; the page then fetches its fragment again from the same
   in-memory view, so no browser polls and none costs the cluster a request per change.
@@ -22,9 +22,9 @@ from fastapi import FastAPI
 
 from ..settings import ApiSettings
 from . import definitions, routes, schedules
-from .routes import ConsoleSession, csrf_checked, page, templates
+from .routes import ConsoleSession, csrf_checked, keep_sessions, page, templates
 
-__all__ = ["ConsoleSession", "csrf_checked", "install", "page", "templates"]
+__all__ = ["ConsoleSession", "csrf_checked", "install", "keep_sessions", "page", "templates"]
 
 
 def install(app: FastAPI, settings: ApiSettings) -> None:

@@ -24,7 +24,7 @@ from markupsafe import escape
 
 from models.agentrun import PHASES, TERMINAL_PHASES
 from models.evaluate import AGENT_PLURALS, agent_name_of
-from models.kube import KubeError, NotFound
+from models.kube import Kube, KubeError, NotFound
 from models.names import AGENTRUNS, AGENTS, GROUP, VERSION
 
 from .. import runops
@@ -35,7 +35,17 @@ from ..logs import NoLog, hooks, run_log
 from ..settings import ApiSettings
 from ..throttle import Throttled
 from . import views
-from .sessions import COOKIE, CSRF_FIELD, CSRF_HEADER, SESSION_SECONDS, Session, SessionStore
+from .sessions import (
+    COOKIE,
+    CSRF_FIELD,
+    CSRF_HEADER,
+    SESSION_SECONDS,
+    MemorySessions,
+    SecretSessions,
+    Session,
+    SessionStore,
+    SessionsUnavailable,
+)
 
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
@@ -95,6 +105,8 @@ async def signed_in(request: Request) -> Signed:
         who = await sessions.caller(s) if s is not None else None
     except ReviewUnavailable as e:
         raise ConsoleError(503, f"cannot ask the cluster who your token is: {e}") from None
+    except SessionsUnavailable as e:
+        raise ConsoleError(503, f"cannot read your session: {e}") from None
     if s is None or who is None:
         raise SignInRequired()
     return Signed(s, who)
@@ -240,6 +252,9 @@ async def signin(request: Request) -> Response:
     except ReviewUnavailable as e:
         return page(request, "signin.html", status=503, next=nxt, open=sessions.open,
                     error=f"Cannot ask the cluster who this token is: {e}")
+    except SessionsUnavailable as e:
+        return page(request, "signin.html", status=503, next=nxt, open=sessions.open,
+                    error=f"Cannot keep a session now: {e}")
     if s is None:
         return page(request, "signin.html", status=401, next=nxt, error="That is not a valid API token.",
                     open=sessions.open)
@@ -251,7 +266,10 @@ async def signin(request: Request) -> Response:
 
 @router.post("/signout")
 async def signout(request: Request, who: ConsoleSession, form: CheckedForm) -> Response:
-    store(request).sign_out(who.session.id)
+    try:
+        await store(request).sign_out(who.session.id)
+    except SessionsUnavailable as e:
+        raise ConsoleError(503, f"cannot end your session now (try again): {e}") from None
     response = redirect("/signin")
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return response
@@ -624,7 +642,8 @@ async def error_page(request: Request, status: int, message: str) -> Response:
 
 
 def install(app: FastAPI, settings: ApiSettings) -> None:
-    """The console's routes at `/` and the in-memory sessions (tokens from the API's token file)."""
+    """The console's routes at `/` and its sessions: in memory until `keep_sessions` (api/main.py's lifespan) moves
+    them to Secrets of AGENTRUN_SESSION_NAMESPACE."""
     app.state.console_sessions = SessionStore(app.state.auth, insecure=settings.insecure)
 
     @app.exception_handler(SignInRequired)
@@ -649,3 +668,8 @@ def install(app: FastAPI, settings: ApiSettings) -> None:
         return await error_page(request, 403, f"{exc.detail}. Ask an administrator of the namespace for that role.")
 
     app.include_router(router)
+
+
+def keep_sessions(app: FastAPI, kube: Kube, namespace: str) -> None:
+    """Sessions as Secrets of `namespace` (sessions.py), shared by every API process there; "" keeps them in memory."""
+    cast(SessionStore, app.state.console_sessions).kept = SecretSessions(kube, namespace) if namespace else MemorySessions()

@@ -6,6 +6,7 @@ Temporal, which is what is under test.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -17,7 +18,7 @@ import pytest
 
 from api.auth import Authenticator, TokenFile
 from api.console.routes import STATIC, TEMPLATES, safe_next
-from api.console.sessions import COOKIE, SessionStore
+from api.console.sessions import COOKIE, SessionStore, seal, secret_name, unseal
 from api.main import create_app
 from api.settings import ApiSettings
 
@@ -239,3 +240,23 @@ async def test_the_api_docs_are_served_from_this_origin_under_the_consoles_polic
         assert (await client.get(ref)).status_code == 200, ref
     assert (await client.get("/redoc")).status_code == 404
     assert (await client.get("/openapi.json")).json()["info"]["title"] == "agentrun"
+
+
+async def test_a_sealed_session_opens_only_with_its_id_and_under_its_own_name(token_file: Path) -> None:
+    """What a session Secret holds (api/console/sessions.py) is bound to the session ID (the key) and to the Secret's
+    name (associated data): moved under another session's name, or altered by a byte, it opens for no one."""
+    store = SessionStore(authenticator(token_file))
+    s, other = await store.sign_in(TOKEN), await store.sign_in(OTHER)
+    assert s is not None and other is not None
+    secret = seal(s)
+    opened = unseal(s.id, secret)
+    assert opened is not None and (opened.identity, opened.csrf, opened.token_digest) == (s.identity, s.csrf,
+                                                                                        s.token_digest)
+    assert secret["metadata"]["name"] == secret_name(s.id) != secret_name(other.id)
+    assert unseal(other.id, secret) is None
+    moved = {**secret, "metadata": {**secret["metadata"], "name": secret_name(other.id)}}
+    assert unseal(other.id, moved) is None
+    sealed = bytearray(base64.b64decode(secret["data"]["session"]))
+    sealed[-1] ^= 1
+    assert unseal(s.id, {**secret, "data": {"session": base64.b64encode(bytes(sealed)).decode()}}) is None
+    assert unseal(s.id, {**secret, "data": {}}) is None

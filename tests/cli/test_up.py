@@ -5,8 +5,10 @@ a key file of its state dir, and its Temporal UI decodes them through the API's 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+import re
 import socket
 import ssl
 import stat
@@ -85,6 +87,26 @@ def _assert_payloads_are_encrypted_and_the_ui_decodes_them(state: Path, info: di
     sealed = httpx.post(info["codec"] + "/encode", json=plain, headers=auth, timeout=10)
     assert sealed.status_code == 200 and sealed.json()["payloads"][0]["metadata"]["encoding"] == "YmluYXJ5L2VuY3J5cHRlZA=="
     assert httpx.post(info["codec"] + "/decode", json=sealed.json(), headers=auth, timeout=10).json() == plain
+
+
+def _assert_console_sessions_are_secrets_of_default(kubeconfig: Path, info: dict[str, Any]) -> None:
+    """The stack's API keeps console sessions as sealed Secrets of `default` (api/console/sessions.py), so restarting
+    it signs nobody out; a sign-out deletes the session's Secret."""
+    signed = httpx.post(info["api"] + "/signin", data={"token": info["api_token"], "next": "/runs"}, timeout=10)
+    assert signed.status_code == 303, signed.text
+    cookie = signed.cookies["agentrun_session"]
+    name = "agentrun-session-" + hashlib.sha256(cookie.encode()).hexdigest()
+    got = _kubectl(kubeconfig, "-n", "default", "get", "secret", name, "-o", "json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["type"] == "agentrun.dev/console-session" and cookie not in got.stdout
+    page = httpx.get(info["api"] + "/signin", cookies={"agentrun_session": cookie}, timeout=10)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf, page.text
+    out = httpx.post(info["api"] + "/signout", data={"csrf": csrf.group(1)}, cookies={"agentrun_session": cookie},
+                     timeout=10)
+    assert out.status_code == 303, out.text
+    gone = _kubectl(kubeconfig, "-n", "default", "get", "secret", name)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr, gone.stderr
 
 
 def _assert_only_localkube_may_call_the_webhooks(state: Path, info: dict[str, Any]) -> None:
@@ -172,6 +194,7 @@ def test_up_and_down_accept_the_state_dir_after_the_subcommand(tmp_path: Path) -
                f"`agentrun token --state-dir {state}` prints." in up.stdout
         token = _agentrun("token", "--state-dir", str(state))
         assert (token.returncode, token.stdout) == (0, info["api_token"] + "\n"), token.stderr
+        _assert_console_sessions_are_secrets_of_default(kubeconfig, info)
         # up --detach on the running stack: its endpoints again, and success.
         again = _agentrun("up", "--detach", "--state-dir", str(state))
         assert again.returncode == 0, again.stdout + again.stderr

@@ -91,6 +91,8 @@ API_REVIEWS = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenrevi
 PEOPLES_ROLES = ["agentrun-approver", "agentrun-editor", "agentrun-viewer"]
 # Only in the release's namespace: bridge/leader.py's Lease.
 LEASE = {("coordination.k8s.io", "leases", v) for v in ("create", "get", "patch")}
+# Only in the release's namespace: api/console/sessions.py's Secrets (one per console session), with no list.
+SESSIONS = {("", "secrets", v) for v in ("create", "get", "delete", "deletecollection")}
 
 ENV = {
     "common": {"AGENTRUN_TEMPORAL__ADDRESS", "AGENTRUN_TEMPORAL__NAMESPACE", "AGENTRUN_TEMPORAL__TASK_QUEUE",
@@ -105,7 +107,7 @@ ENV = {
                "AGENTRUN_VERDICT_WEBHOOK"},
     "api": {"AGENTRUN_HOST", "AGENTRUN_PORT", "AGENTRUN_TOKEN_FILE", "AGENTRUN_AGENT_IMAGE", "AGENTRUN_TRUSTED__API",
             "AGENTRUN_TRUSTED__WORKER", "AGENTRUN_TRUSTED__BRIDGE", "AGENTRUN_NAMESPACES", "AGENTRUN_TOKEN_REVIEW",
-            "AGENTRUN_TOKEN_REVIEW_AUDIENCES", "AGENTRUN_FORWARDED_ALLOW_IPS"},
+            "AGENTRUN_TOKEN_REVIEW_AUDIENCES", "AGENTRUN_FORWARDED_ALLOW_IPS", "AGENTRUN_SESSION_NAMESPACE"},
 }
 
 TLS_ALL = {"temporal": {"address": "ns.acct.tmprl.cloud:7233", "tls": {"existingSecret": "temporal-mtls",
@@ -217,10 +219,37 @@ def test_cluster_wide_rbac_is_exactly_what_the_code_calls(chart: helm.Chart) -> 
     assert rc_read["rules"] == RUNTIMECLASS_READ
     reviews = next(r for r in of(docs, "ClusterRole") if r["metadata"]["name"] == "agentrun-api-reviews")
     assert reviews["rules"] == API_REVIEWS
-    assert not of(docs, "Role") or all(r["metadata"]["namespace"] == NS for r in of(docs, "Role"))
-    lease = of(docs, "Role")
-    assert {(g, r, v) for role in lease for rule in role["rules"] for g in rule["apiGroups"]
-            for r in rule["resources"] for v in rule["verbs"]} == LEASE
+    assert all(r["metadata"]["namespace"] == NS for r in of(docs, "Role"))
+    assert sorted(r["metadata"]["name"] for r in of(docs, "Role")) == ["agentrun-api-sessions", "agentrun-bridge-lease"]
+    assert namespaced_grants(docs, "agentrun-bridge-lease", NS) == LEASE
+    assert namespaced_grants(docs, "agentrun-api-sessions", NS) == SESSIONS
+
+
+def namespaced_grants(docs: list[Doc], name: str, namespace: str) -> set[tuple[str, str, str]]:
+    """What the Role `name` in `namespace` grants, as (group, resource, verb), checked to be bound to its component's
+    ServiceAccount only."""
+    role = next(r for r in of(docs, "Role") if r["metadata"]["name"] == name and r["metadata"]["namespace"] == namespace)
+    binding = next(b for b in of(docs, "RoleBinding")
+                   if b["metadata"]["name"] == name and b["metadata"]["namespace"] == namespace)
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name.rsplit("-", 1)[0], "namespace": NS}]
+    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}
+
+
+def test_the_api_keeps_console_sessions_in_its_own_namespace_only_without_list(chart: helm.Chart) -> None:
+    """Sessions are Secrets of the API's namespace (the pod's, through the downward API); the API may create, get and
+    delete them there and sweep expired ones with a selector, never list Secrets (that would return their data) nor
+    touch a Secret of any other namespace, with or without watchNamespaces."""
+    for values in ({}, {"watchNamespaces": ["team-a", "team-b"]}):
+        docs = rendered(chart, values)
+        assert component_env(docs, "api")["AGENTRUN_SESSION_NAMESPACE"]["valueFrom"] == {
+            "fieldRef": {"fieldPath": "metadata.namespace"}}
+        assert namespaced_grants(docs, "agentrun-api-sessions", NS) == SESSIONS
+        secret_rules = [(r["metadata"]["name"], r["metadata"].get("namespace"), rule["verbs"])
+                        for r in of(docs, "Role") + of(docs, "ClusterRole") for rule in r["rules"]
+                        if "secrets" in rule["resources"] and "agentrun-api" in r["metadata"]["name"]]
+        assert secret_rules == [("agentrun-api-sessions", NS, ["create", "get", "delete", "deletecollection"])]
 
 
 def test_listed_namespaces_get_roles_and_no_cluster_roles(chart: helm.Chart) -> None:

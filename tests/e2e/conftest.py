@@ -327,6 +327,8 @@ def api_server(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     port = free_port()
     env = {**stack.worker.env, "AGENTRUN_TOKEN_FILE": str(tokens), "AGENTRUN_PORT": str(port),
            "AGENTRUN_TEMPORAL_UI_URL": TEMPORAL_UI,
+           # The console's sessions as `agentrun up` keeps them: sealed Secrets (api/console/sessions.py).
+           "AGENTRUN_SESSION_NAMESPACE": "default",
            # Every test's requests come from this one host, the wrong tokens of tests about 401s too: the throttle
            # of failed credentials keeps its defaults on an API of its own (tests/e2e/test_api_access.py).
            "AGENTRUN_FAILED_AUTH_BURST": "100000"}

@@ -9,9 +9,11 @@ made with their own ServiceAccounts — never the admin's credential. The pods e
 from __future__ import annotations
 
 import base64
+import hashlib
 import ipaddress
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -171,6 +173,39 @@ def test_the_charts_webhook_refuses_a_violating_run_through_its_service(cluster:
     assert e.value.status == 403
     body = str(e.value.body)
     assert "LD_PRELOAD" in body and "agentruns.policy.agentrun.dev" in body
+
+
+def test_a_console_session_is_a_secret_the_apis_own_account_keeps_in_its_namespace(cluster: dict[str, Any]) -> None:
+    """The chart's API keeps console sessions as Secrets of agentrun-system under its own Role (no list): created at
+    sign-in (after one sweep of expired ones), read on each page, deleted at sign-out; the audit test below finds
+    none of those requests refused."""
+    r = httpx.post(f"{cluster['api']}/signin", data={"token": cluster["api_token"], "next": "/runs"}, timeout=30)
+    assert r.status_code == 303, r.text
+    cookie = r.cookies["agentrun_session"]
+    name = "agentrun-session-" + hashlib.sha256(cookie.encode()).hexdigest()
+    core: Any = client.CoreV1Api(cluster["client"])
+    secret = core.read_namespaced_secret(name, SYSTEM)
+    assert secret.metadata.annotations["agentrun.dev/identity"] == "admin"
+    page = httpx.get(f"{cluster['api']}/runs", params={"namespace": "default"}, cookies={"agentrun_session": cookie},
+                     timeout=30)
+    assert page.status_code == 200, page.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf, page.text
+    out = httpx.post(f"{cluster['api']}/signout", data={"csrf": csrf.group(1)}, cookies={"agentrun_session": cookie},
+                     timeout=30)
+    assert out.status_code == 303, out.text
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_secret(name, SYSTEM)
+    assert gone.value.status == 404
+    # The API's own account did it all, under the chart's Role: the sweep (a DELETE of the collection), the create, a
+    # read per request, the delete; nothing refused.
+    api_user = f"system:serviceaccount:{SYSTEM}:agentrun-api"
+    secrets = [(e["method"], e["path"].rsplit("/secrets", 1)[1], e["code"])
+               for e in map(json.loads, Path(cluster["audit_log"]).read_text().splitlines())
+               if e["user"] == api_user and e["path"].startswith(f"/api/v1/namespaces/{SYSTEM}/secrets")]
+    assert ("DELETE", "", 200) in secrets and ("POST", "", 201) in secrets
+    assert ("GET", f"/{name}", 200) in secrets and ("DELETE", f"/{name}", 200) in secrets
+    assert all(code < 400 for _, _, code in secrets), secrets
 
 
 def test_every_control_plane_request_uses_its_own_service_account(cluster: dict[str, Any]) -> None:
