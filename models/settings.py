@@ -172,6 +172,7 @@ class TemporalSettings(BaseModel):
         signals, and (on a worker's client) into workflows and activities; the process must have set up its
         telemetry first (models/telemetry.py)."""
         from temporalio.client import Client
+        from temporalio.common import HeaderCodecBehavior
 
         interceptors: list[Any] = []
         if traced:
@@ -181,7 +182,12 @@ class TemporalSettings(BaseModel):
         try:
             return await Client.connect(self.address, namespace=self.namespace, data_converter=self.data_converter(),
                                         tls=self.tls_config(), api_key=self.api_key(), lazy=lazy, runtime=runtime,
-                                        interceptors=interceptors)
+                                        interceptors=interceptors,
+                                        # Headers (the trace context the interceptor carries) through the payload
+                                        # codec like every other payload: the history holds nothing plain but
+                                        # search attributes and markers' bookkeeping (what passes through unchanged
+                                        # without a codec, and plain headers of older runs, still decode).
+                                        header_codec_behavior=HeaderCodecBehavior.CODEC)
         except RuntimeError as e:
             # The SDK's core says so only in its message (temporalio raises a bare RuntimeError).
             if not str(e).startswith("Failed client connect"):

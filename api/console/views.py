@@ -227,10 +227,13 @@ class AgentUsage:
     cost: Decimal
     unpriced: int  # finished runs that used tokens without an estimate (their cost is not in `cost`)
     days: list[Day]
+    # A day's bar is a <meter> up to this: an HTML element, not an image or inline SVG, so the page holds no
+    # image a hostile name could pass for (the console's pages are checked for none) and needs no inline style.
+    bar_max: int = 50
 
 
 CHART_DAYS = 30
-CHART_HEIGHT = 50
+CHART_HEIGHT = AgentUsage.bar_max
 
 
 def agent_usage(runs: list[dict[str, Any]], now: datetime | None = None) -> AgentUsage:

@@ -207,5 +207,7 @@ def test_an_agents_usage_sums_its_finished_runs_of_the_last_30_days_by_day() -> 
     html = templates.get_template("agent.html").render(
         request=None, who=None, section="agents", namespace="team", name="a", kind="Agent", spec={}, defaults={},
         model="m", lc={}, hooks=[], runs=6, source="", usage=u)
-    assert '<dd id="usage-cost">$1.75' in html and "<title>2026-03-01: $0.75, 150 tokens</title>" in html
-    assert "style=" not in html.split('id="cost-chart"')[1].split("</svg>")[0], "no inline style (the CSP)"
+    assert '<dd id="usage-cost">$1.75' in html and 'title="2026-03-01: $0.75, 150 tokens"' in html
+    assert '<meter min="0" max="50" value="37"' in html, "the day's bar, to scale"
+    chart = html.split('id="cost-chart"')[1].split("</table>")[0]
+    assert "style=" not in chart and "<svg" not in chart and "<img" not in chart, "no inline style (the CSP), no image"

@@ -76,8 +76,9 @@ def test_a_permanent_failure_reading_the_agent_fails_the_run_and_releases_it(
     status = stack.wait_phase(ns, "blind", timeout=30)["status"]
     assert status["phase"] == "Failed" and "agents are off limits" in status["error"], status
     wid = status["workflowId"]
-    wait_for(lambda: stack.workflow_status(wid) == WorkflowExecutionStatus.COMPLETED, timeout=15,
-             what="the workflow to complete (not to retry its task forever)")
+    # Ended, as failed (issue 26: a Failed run's workflow fails, after its status is written), not retrying forever.
+    wait_for(lambda: stack.workflow_status(wid) == WorkflowExecutionStatus.FAILED, timeout=15,
+             what="the workflow to end failed (not to retry its task forever)")
     assert _hits(stack)[denied] == 1
     done = kubectl("delete", "agentrun", "blind", "-n", ns, "--timeout=15s")  # no finalizer left behind
     assert done.returncode == 0, done.stderr

@@ -121,12 +121,13 @@ def test_env_is_exactly_as_specified_and_cleanup_keep_leaves_the_jobs(stack: Sta
         **common, "SHARED": "from-hook", "AGENT_EXIT_CODE": "0"}
     cut = stack.pod_log(ns, name, "post-run", "post-result")
     assert cut == "echo: " + "a" * 32759 and len(cut.encode()) == 32765  # cut before the split emoji
-    # The agent container: the fixed variables in order, what its pod tells it (where commands run, its journal),
-    # then spec.env sorted (the Agent's env is replaced).
+    # The agent container: the run's trace (every container of a run's pods gets it first), the fixed variables in
+    # order, what its pod tells it (where commands run, its journal), then spec.env sorted (the Agent's env is
+    # replaced).
     agent_job = stack.batch.read_namespaced_job(name, ns)
     env = [(e.name, e.value) for e in agent_job.spec.template.spec.containers[0].env]
     assert [k for k, _ in env] == [
-        "AGENT_RUN_ID", "INSTANCE_NAME", "AGENT_NAMESPACE", "AGENT_ID", "SESSION_KEY", "TASK", "SYSTEM_PROMPT",
+        "TRACEPARENT", "AGENT_RUN_ID", "INSTANCE_NAME", "AGENT_NAMESPACE", "AGENT_ID", "SESSION_KEY", "TASK", "SYSTEM_PROMPT",
         "MODEL_PROVIDER", "MODEL_NAME", "MODEL_BASE_URL", "THINKING_MODE", "TOOL_POLICY_ALLOW", "TOOL_POLICY_DENY",
         "RUN_TIMEOUT", "EXEC_TARGETS", "EXEC_DEFAULT_TARGET", "AGENT_STATE_DIR", "ALPHA", "SHARED", "ZED"]
     values = dict(env)
