@@ -361,8 +361,7 @@ class JobController:
                     if get_condition({"status": status}, "FailureTarget") is None:
                         set_condition(conds, "FailureTarget", "True", reason=reason, message=message)
                         record_event(self.api, job, reason, message, type_="Warning", component="job-controller")
-                    for p in active:
-                        self._delete_pod(p)
+                    terminating += self._terminate(active)
                     active = []
                     if not terminating:
                         set_condition(conds, "Failed", "True", reason=reason, message=message)
@@ -370,8 +369,7 @@ class JobController:
                     if get_condition({"status": status}, "SuccessCriteriaMet") is None:
                         set_condition(conds, "SuccessCriteriaMet", "True", reason="CompletionsReached",
                                       message="Reached expected number of succeeded pods")
-                    for p in active:
-                        self._delete_pod(p)
+                    terminating += self._terminate(active)
                     active = []
                     if not terminating:
                         set_condition(conds, "Complete", "True", reason="CompletionsReached",
@@ -459,6 +457,19 @@ class JobController:
         record_event(self.api, job, "SuccessfulCreate", f"Created pod: {created['metadata']['name']}",
                      component="job-controller")
         return created
+
+    def _terminate(self, pods: list[Obj]) -> list[Obj]:
+        """Deletes the pods; returns those still terminating. The Job's terminal condition waits for them, as the real
+        controller's does (FailureTarget or SuccessCriteriaMet first, Failed or Complete once no pod is left running):
+        whoever sees the condition then also sees every pod counted."""
+        left = []
+        for p in pods:
+            self._delete_pod(p)
+            cur = self.api.store.get(PODS, p["metadata"]["namespace"], p["metadata"]["name"])
+            if cur is not None and cur["metadata"]["uid"] == p["metadata"]["uid"] \
+                    and _phase(cur) not in ("Succeeded", "Failed"):
+                left.append(cur)
+        return left
 
     def _delete_pod(self, pod: Obj) -> None:
         try:

@@ -358,7 +358,9 @@ class WebhookIndex:
                                              headers=headers, extensions=extensions)
         except TimeoutError as e:
             raise _CallError(f'failed to call webhook: Post "{target}": context deadline exceeded') from e
-        except httpx.HTTPError as e:
+        except (httpx.HTTPError, OSError) as e:
+            # OSError too: under TLS 1.3 a server that refuses the client's certificate says so after the handshake,
+            # and the alert surfaces as an ssl.SSLError from the first read, which httpcore does not map to httpx's.
             raise _CallError(f'failed to call webhook: Post "{target}": {_transport_error(e, url)}') from e
         if not 200 <= resp.status_code < 300:
             raise _CallError(f"failed to call webhook: {_http_error(resp)}")
@@ -498,12 +500,14 @@ def _denial(name: str, status: Obj) -> StatusError:
     return StatusError(code, text, reason=reason, details=details if isinstance(details, dict) else None)
 
 
-def _transport_error(e: httpx.HTTPError, url: str) -> str:
+def _transport_error(e: BaseException, url: str) -> str:
     """Go's net/http wording for the common failures, else Python's own."""
     cause: BaseException | None = e
     while cause is not None:
         if isinstance(cause, ssl.SSLCertVerificationError):
             return f"tls: failed to verify certificate: x509: {cause.verify_message or cause.reason}"
+        if isinstance(cause, ssl.SSLError) and cause.reason and "ALERT_CERTIFICATE_REQUIRED" in cause.reason:
+            return "remote error: tls: certificate required"
         if isinstance(cause, ConnectionRefusedError):
             parts = urlsplit(url)
             return f"dial tcp {parts.hostname}:{parts.port or 443}: connect: connection refused"

@@ -168,6 +168,10 @@ class Kubelet:
                 if self._kill_due_sooner(run, grace):  # a second delete may shorten the grace period
                     asyncio.get_running_loop().create_task(self._kill_then_finalize(run, grace))
                 return
+            if run is None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                # A pod deleted before it ever ran (unscheduled, or not yet started) ends Failed, as PodGC marks
+                # unscheduled terminating pods: whoever tracks it with a finalizer (a Job) counts it and lets go.
+                self.write_status(ns, name, lambda s: s.update(phase="Failed"))
             self.api.finalize_pod(ns, name)
             return
         if not pod["spec"].get("nodeName"):

@@ -338,6 +338,20 @@ def test_active_deadline_terminates_the_running_pod_then_kills_it_after_the_grac
     wait_for(lambda: not k.job_pods("slow"), timeout=10, what="the deadline-killed pod to be deleted")
 
 
+def test_a_job_whose_pod_never_ran_fails_at_its_deadline_with_the_pod_counted_and_gone(k: Cluster) -> None:
+    """A pod no node fits is deleted at the Job's deadline: it ends Failed without ever running (as PodGC marks an
+    unscheduled terminating pod), so the Job counts it, lets go of it, and only then writes Failed."""
+    key = f"pool.localkube.test/{k.ns}-never"  # a label no node has
+    k.create_job(job("stuck", {**pod_spec(container("main", "echo never")), "nodeSelector": {key: "gpu"}},
+                     activeDeadlineSeconds=1))
+    j = k.wait_job("stuck", "Failed", timeout=15)
+    assert condition(j, "FailureTarget").reason == "DeadlineExceeded"
+    assert condition(j, "Failed").reason == "DeadlineExceeded"
+    assert not j.status.active and not j.status.terminating
+    assert j.status.failed == 1
+    wait_for(lambda: not k.job_pods("stuck"), timeout=10, what="the never-run pod to be deleted")
+
+
 def test_pod_active_deadline_kills_the_pod_with_reason_deadline_exceeded(k: Cluster) -> None:
     k.create_pod(pod("capped", pod_spec(
         container("main", "trap 'echo got TERM' TERM; while :; do sleep 0.05; done"),
