@@ -2,7 +2,7 @@
 
 Each activity is idempotent under retry: objects have deterministic names, a create that
 finds the object already there adopts it (after checking it belongs to this run), and a
-delete that finds nothing is done. Calls go through the access layer (`models.kube.Kube`):
+delete that finds nothing is done. Calls go through the access layer (`kube.Kube`):
 one rate limit per worker, typed errors, and `kube_activity` turns what escapes an activity
 into a retryable or non-retryable `ApplicationError` in one place (activities/errors.py).
 """
@@ -19,15 +19,7 @@ from kubernetes import client
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from models import run_logs
-from models.agentrun import AgentRunStatus, DelegateStatus
-from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION
-from models.base import FieldProblem, PolicyViolation
-from models.evaluate import Reader, RunLister, evaluate_run, lifecycle_author
-from models.events import RunEvent
-from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
-from models.informer import Informer
-from models.kube import (
+from kube import (
     BadRequest,
     Conflict,
     Invalid,
@@ -37,6 +29,14 @@ from models.kube import (
     finalizer_added,
     finalizer_removed,
 )
+from kube.informer import Informer
+from models import run_logs
+from models.agentrun import AgentRunStatus, DelegateStatus
+from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION
+from models.base import FieldProblem, PolicyViolation
+from models.evaluate import Reader, RunLister, evaluate_run, lifecycle_author
+from models.events import RunEvent
+from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
 from models.names import (
     AGENTRUNS,
     ANNOTATION_GATE_FROM,

@@ -21,10 +21,10 @@ from typing import Any
 
 from temporalio import activity
 
+from kube import Conflict, Forbidden, Kube, NotFound
 from models.agent import normalize_agent
 from models.agentrun import TERMINAL_PHASES
 from models.base import FieldProblem
-from models.kube import Conflict, Forbidden, Kube, NotFound
 from models.names import (
     AGENTRUNS,
     GROUP,

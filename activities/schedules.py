@@ -17,9 +17,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from kube import Conflict, Kube, NotFound
 from models import authorship
 from models.agentrun import TERMINAL_PHASES
-from models.kube import Conflict, Kube, NotFound
 from models.names import (
     AGENTRUNS,
     ANNOTATION_TICK,

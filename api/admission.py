@@ -58,6 +58,8 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from kube import Kube, KubeError, NotFound
+from kube.informer import Informer
 from models import authorship
 from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION
 from models.authorship import Author, stamp_keys
@@ -65,8 +67,6 @@ from models.base import PolicyViolation
 from models.bounds import Uncarriable
 from models.evaluate import Evaluation, Reader, RunLister, evaluate_run
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
-from models.informer import Informer
-from models.kube import Kube, KubeError, NotFound
 from models.names import (
     ADMISSION_MUTATE_PATH,
     ADMISSION_VALIDATE_PATH,

@@ -14,9 +14,9 @@ from fastapi import Depends, HTTPException, Query, Request
 from kubernetes import client
 from temporalio.client import Client
 
+from kube import Kube
+from kube.informer import DEFINITIONS, Informer
 from models import telemetry
-from models.informer import DEFINITIONS, Informer
-from models.kube import Kube
 
 from .access import Access, Denied
 from .auth import (

@@ -17,11 +17,11 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from kube import NotFound
 from models.agentrun import TERMINAL_PHASES
 from models.approvals import ToolApprovalView, ToolDecision, decision_problem, edited_arguments
 from models.evaluate import AGENT_PLURALS
 from models.gate import GateView, Verdict
-from models.kube import NotFound
 from models.names import (
     AGENTRUNS,
     ANNOTATION_TRACEPARENT,

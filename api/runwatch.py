@@ -3,7 +3,7 @@ follow the runs.
 
 The console's live pages and the metrics read the runs from here, and whoever wants to hear of changes subscribes,
 so a hundred open pages cost the cluster one watch, not a hundred (nor a poll each). The loop is client-go's
-reflector (models/listwatch.py): list, watch from the list's resourceVersion, go on from the last event or bookmark,
+reflector (kube/listwatch.py): list, watch from the list's resourceVersion, go on from the last event or bookmark,
 list again after 410 Gone or a failure. Its threads hand what they read to the event loop, which alone changes the
 store and tells the subscribers, so readers on the loop need no lock and see each change with its event.
 
@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from models.kube import Kube
-from models.listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
+from kube import Kube
+from kube.listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
 from models.names import AGENTRUNS, GROUP, VERSION
 
 log = logging.getLogger("agentrun.api.runwatch")

@@ -28,9 +28,9 @@ from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
 from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from kube import Conflict, NotFound
 from models.base import FieldProblem, parse
 from models.bounds import TASK_MAX_BYTES
-from models.kube import Conflict, NotFound
 from models.names import AGENTRUNS, AGENTS, API_VERSION, GROUP, SCHEDULES, VERSION
 from models.schedule import (
     ScheduleRef,

@@ -35,11 +35,11 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrunner.otel import ExportConfigError
+from kube import Conflict, Kube, NotFound, finalizer_removed
 from models import telemetry
 from models.agentrun import TERMINAL_PHASES
 from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION, parse_tool_annotation
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION, parse_annotation
-from models.kube import Conflict, Kube, NotFound, finalizer_removed
 from models.model import MODELS
 from models.names import (
     AGENTRUNS,

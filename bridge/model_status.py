@@ -11,7 +11,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from models.kube import Kube, NotFound
+from kube import Kube, NotFound
 from models.model import MODELS, NOT_OFFERED, not_offered_status
 from models.names import GROUP, VERSION
 from models.timestamps import rfc3339

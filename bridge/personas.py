@@ -19,9 +19,9 @@ import asyncio
 import logging
 from typing import Any
 
+from kube import BadRequest, Conflict, Forbidden, Invalid, Kube, NotFound
 from models.base import FieldProblem
 from models.ensemble import InstalledPersona
-from models.kube import BadRequest, Conflict, Forbidden, Invalid, Kube, NotFound
 from models.names import AGENTS, GROUP, SCHEDULES, VERSION
 from models.personas import (
     ANNOTATION_STAMPED,

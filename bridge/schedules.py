@@ -29,8 +29,8 @@ from temporalio.client import (
 from temporalio.client import ScheduleSpec as TemporalSpec
 from temporalio.service import RPCError, RPCStatusCode
 
+from kube import Conflict, Kube, KubeError, NotFound, finalizer_added, finalizer_removed
 from models.base import FieldProblem, parse
-from models.kube import Conflict, Kube, KubeError, NotFound, finalizer_added, finalizer_removed
 from models.names import GROUP, SCHEDULE_FINALIZER, SCHEDULES, VERSION
 from models.schedule import (
     ScheduledTick,

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kube import Conflict, Kube, NotFound
 from models.base import FieldProblem, parse
-from models.kube import Conflict, Kube, NotFound
 from models.names import API_VERSION, GROUP, LABEL_MANAGED, MANAGED_BY, VERSION
 from models.run import ConditionType, Reason
 from models.skillpack import SkillPackSpec, skill_files, skill_pack_notes, skill_pack_warnings

@@ -17,8 +17,8 @@ import yaml
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from kube import NotFound
 from models.evaluate import agent_name_of, builtin_policy
-from models.kube import NotFound
 from models.names import AGENTS, GROUP, POLICIES, VERSION
 from models.policy import TEMPLATES
 

@@ -22,9 +22,9 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from markupsafe import escape
 
+from kube import Kube, KubeError, NotFound
 from models.agentrun import PHASES, TERMINAL_PHASES
 from models.evaluate import AGENT_PLURALS, agent_name_of
-from models.kube import Kube, KubeError, NotFound
 from models.names import AGENTRUNS, AGENTS, GROUP, VERSION
 
 from .. import runops

@@ -1,7 +1,7 @@
 """A worker's shared view of the runs' Jobs and pods, and of the Agents and policies runs resolve
 against: one list + watch per kind and namespace.
 
-In the manner of client-go's informers (the loop is models/listwatch.py): each stream lists
+In the manner of client-go's informers (the loop is kube/listwatch.py): each stream lists
 (replacing what it held), then watches from the list's resourceVersion, goes on from the last
 event's (or bookmark's) version when a watch ends, and lists again after 410 Gone or any failure.
 The AgentRun steps answer their looks at a Job from here (is it finished, which hook runs, which pod), so a run waiting on a Job costs no request
@@ -35,9 +35,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from models.kube import Kube
-from models.listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
 from models.names import GROUP, LABEL_RUN, VERSION
+
+from .client import Kube
+from .listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
 
 log = logging.getLogger("agentrun.worker.informer")
 
