@@ -13,7 +13,7 @@ import asyncio
 import base64
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from kubernetes import client
 from temporalio import activity
@@ -27,7 +27,7 @@ from kube import (
     KubeError,
     NotFound,
     finalizer_added,
-    finalizer_removed,
+    sympozium,
 )
 from kube.informer import Informer
 from models import run_logs
@@ -141,7 +141,8 @@ class KubeActivities:
         # Steps publish the run events they are handed (without a NATS URL, publishing does nothing).
         self.events = events or EventActivities(None)
         self.api = api
-        self.core, self.batch, self.rbac, self.custom = self.kube.core, self.kube.batch, self.kube.rbac, self.kube.custom
+        self.core, self.batch, self.rbac = self.kube.core, self.kube.batch, self.kube.rbac
+        self.runs = sympozium(self.kube, AGENTRUNS, kind="AgentRun")
         self.node = client.NodeV1Api(api)
         self.default_image = default_image
         self.fallback_poll_seconds = fallback_poll_seconds
@@ -181,9 +182,7 @@ class KubeActivities:
 
     async def _get_run(self, ns: str, name: str) -> dict[str, Any]:
         try:
-            obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
-                                   AGENTRUNS, name, action=f"read AgentRun {ns}/{name}")
-            return cast(dict[str, Any], obj)
+            return await self.runs.get(ns, name, action=f"read AgentRun {ns}/{name}")
         except NotFound as e:
             raise ApplicationError(f"AgentRun {ns}/{name} no longer exists", type=RUN_GONE,
                                    non_retryable=True) from e
@@ -227,18 +226,14 @@ class KubeActivities:
         if patch is None:
             return None
         try:
-            obj = await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                   AGENTRUNS, ref.name, patch, action=f"add finalizer to AgentRun {ref.name}")
+            run = await self.runs.patch(ref.namespace, ref.name, patch, action=f"add finalizer to AgentRun {ref.name}")
         except (Conflict, NotFound, Invalid):
             return None  # changed since (or deleted, or being deleted): the careful way tells which
-        run = cast(dict[str, Any], obj)
         return run if run["metadata"]["uid"] == ref.uid else None
 
     def _run_lister(self, ns: str) -> RunLister:
         async def list_runs() -> list[dict[str, Any]]:
-            got = await self._call(self.custom.list_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
-                                   action=f"list AgentRuns in {ns}")
-            return list(cast(dict[str, Any], got).get("items") or [])
+            return await self.runs.items(ns, action=f"list AgentRuns in {ns}")
         return list_runs
 
     async def _runtime_class_exists(self, name: str) -> bool:
@@ -263,38 +258,33 @@ class KubeActivities:
                 {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun", "name": parent_name, "uid": uid,
                  "blockOwnerDeletion": False}]
             patch = {"metadata": {"labels": {LABEL_PARENT_RUN: parent_name}, "ownerReferences": refs}}
-            await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], AGENTRUNS,
-                             m["name"], patch, action=f"link AgentRun {m['name']} to its parent {parent_name}")
+            await self.runs.patch(m["namespace"], m["name"], patch,
+                                  action=f"link AgentRun {m['name']} to its parent {parent_name}")
         await self._record_child(parent_obj, m["name"])
 
     async def _record_child(self, parent_obj: dict[str, Any], child: str) -> None:
         """The parent's `status.delegates` lists its children (Sympozium's field). The parent's workflow never
-        writes that field (it replaces its conditions whole, which is why the list is not a condition), and this
-        merge patch carries the version it read, so two children starting at once cannot lose each other: after a
-        conflict the parent is read again."""
+        writes that field (it replaces its conditions whole, which is why the list is not a condition), and the
+        write carries the version it read, so two children starting at once cannot lose each other: after a
+        conflict the parent is read again (`update_with_retry`)."""
         pm = parent_obj["metadata"]
         ns, parent, parent_uid = pm["namespace"], pm["name"], pm["uid"]
-        obj: dict[str, Any] | None = parent_obj
-        for _attempt in range(5):
-            if obj is None:
-                try:
-                    obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
-                                           parent, action=f"read parent AgentRun {parent}")
-                except NotFound:
-                    return
+
+        def listed(obj: dict[str, Any]) -> dict[str, Any] | None:
             if obj["metadata"]["uid"] != parent_uid or obj["metadata"].get("deletionTimestamp"):
-                return
+                return None
             delegates = [d for d in (obj.get("status") or {}).get("delegates") or [] if isinstance(d, dict)]
             if any(d.get("childRunName") == child for d in delegates):
-                return
-            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                    "status": {"delegates": [*delegates, DelegateStatus(child_run_name=child).wire()]}}
-            try:
-                await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ns, AGENTRUNS,
-                                 parent, body, action=f"list sub-agent {child} on AgentRun {parent}")
-                return
-            except Conflict:
-                obj = None
+                return None
+            obj["status"] = {**(obj.get("status") or {}),
+                             "delegates": [*delegates, DelegateStatus(child_run_name=child).wire()]}
+            return obj
+
+        try:
+            await self.runs.update_with_retry((ns, parent), listed, status=True, first=parent_obj,
+                                              action=f"list sub-agent {child} on AgentRun {parent}")
+        except (NotFound, Conflict):
+            return  # the parent is gone, or kept changing: the child is not listed (as before the access layer)
 
     def _reader(self, ns: str) -> Reader:
         async def read(plural: str, name: str) -> dict[str, Any] | None:
@@ -302,9 +292,7 @@ class KubeActivities:
             if held is not None:
                 return held  # as the worker's view last saw it: no request
             try:
-                obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
-                                       plural, name, action=f"read {plural} {ns}/{name}")
-                return cast(dict[str, Any], obj)
+                return await sympozium(self.kube, plural).get(ns, name, action=f"read {plural} {ns}/{name}")
             except NotFound:
                 return None
         return read
@@ -314,8 +302,7 @@ class KubeActivities:
         patch = finalizer_added(m, RUN_FINALIZER)
         if patch is None or m.get("deletionTimestamp"):
             return
-        await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"], AGENTRUNS,
-                         m["name"], patch, action=f"add finalizer to AgentRun {m['name']}")
+        await self.runs.patch(m["namespace"], m["name"], patch, action=f"add finalizer to AgentRun {m['name']}")
 
     @activity.defn
     @kube_activity
@@ -325,8 +312,8 @@ class KubeActivities:
         # Only the fields the workflow set (not None) are written; conditions are merged below.
         fields = req.status.model_dump(by_alias=True, exclude_none=True, mode="json")
         fields.pop("conditions", None)
-        for _attempt in range(5):
-            run = await self._get_run(ref.namespace, ref.name)
+
+        def merged(run: dict[str, Any]) -> dict[str, Any]:
             if run["metadata"]["uid"] != ref.uid:
                 raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} was replaced by a newer object",
                                        type=RUN_GONE, non_retryable=True)
@@ -341,14 +328,18 @@ class KubeActivities:
                         new["lastTransitionTime"] = old["lastTransitionTime"]
                     conds = [x for x in conds if x.get("type") != c.type] + [new]
                 status["conditions"] = conds
-            body = {"metadata": {"resourceVersion": run["metadata"]["resourceVersion"]}, "status": status}
-            try:
-                await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
-                                 AGENTRUNS, ref.name, body, action=f"write status of AgentRun {ref.name}")
-                return
-            except Conflict:
-                continue  # someone wrote in between: re-read and merge again
-        raise ApplicationError("status write kept conflicting", type="StatusConflict")
+            run["status"] = status
+            return run
+
+        try:
+            # Someone wrote in between: re-read and merge again.
+            await self.runs.update_with_retry((ref.namespace, ref.name), merged, status=True,
+                                              action=f"write status of AgentRun {ref.name}")
+        except NotFound as e:
+            raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} no longer exists", type=RUN_GONE,
+                                   non_retryable=True) from e
+        except Conflict as e:
+            raise ApplicationError("status write kept conflicting", type="StatusConflict") from e
 
     # -- RBAC and workspace -------------------------------------------------------------------
 
@@ -517,9 +508,8 @@ class KubeActivities:
         No uid test is needed: the run's finalizer keeps this object (this uid) until the run is cleaned up."""
         patch = {"metadata": {"annotations": dict.fromkeys(keys)}}
         try:
-            obj = await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                   AGENTRUNS, ref.name, patch, _content_type="application/merge-patch+json",
-                                   action=f"clear the {what} annotation of AgentRun {ref.name}")
+            obj = await self.runs.patch(ref.namespace, ref.name, patch, content_type="application/merge-patch+json",
+                                        action=f"clear the {what} annotation of AgentRun {ref.name}")
         except NotFound as e:
             raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} no longer exists", type=RUN_GONE,
                                    non_retryable=True) from e
@@ -745,25 +735,21 @@ class KubeActivities:
     async def release_run(self, start: StartRun) -> None:
         """Remove our finalizer, so a deleted run object goes away once cleanup is done."""
         ref = start.ref
-        for _attempt in range(5):
-            try:
-                run = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                       AGENTRUNS, ref.name, action=f"read AgentRun {ref.namespace}/{ref.name}")
-            except NotFound:
-                return  # already gone (any other failure is retried: the finalizer must go)
-            if run["metadata"]["uid"] != ref.uid:
-                return
-            patch = finalizer_removed(run["metadata"], RUN_FINALIZER)
-            if patch is None:
-                return
-            try:
-                await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                 AGENTRUNS, ref.name, patch, action=f"remove finalizer of AgentRun {ref.name}")
-                return
-            except NotFound:
-                return
-            except Conflict:
-                continue
+
+        def released(run: dict[str, Any]) -> dict[str, Any] | None:
+            fins = list(run["metadata"].get("finalizers") or [])
+            if run["metadata"]["uid"] != ref.uid or RUN_FINALIZER not in fins:
+                return None
+            run["metadata"]["finalizers"] = [f for f in fins if f != RUN_FINALIZER]
+            return run
+
+        try:
+            await self.runs.update_with_retry((ref.namespace, ref.name), released,
+                                              action=f"remove finalizer of AgentRun {ref.name}")
+        except NotFound:
+            return  # already gone (any other failure is retried: the finalizer must go)
+        except Conflict:
+            return  # kept changing: as before the access layer, the step ends (the next cleanup try releases it)
 
     # -- the steps of AgentRunWorkflow (type "AgentRun"): fewer, fatter activities ---------------------
 
@@ -985,9 +971,8 @@ class KubeActivities:
                {"op": "test", "path": "/metadata/finalizers", "value": [RUN_FINALIZER]},
                {"op": "remove", "path": "/metadata/finalizers"}]
         try:
-            await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace, AGENTRUNS,
-                             ref.name, ops, _content_type="application/json-patch+json",
-                             action=f"remove finalizer of AgentRun {ref.name}")
+            await self.runs.patch(ref.namespace, ref.name, ops, content_type="application/json-patch+json",
+                                  action=f"remove finalizer of AgentRun {ref.name}")
             return
         except NotFound:
             return  # already gone
@@ -1012,9 +997,8 @@ class KubeActivities:
         else:
             ops += [{"op": "add", "path": f"/status/{key}", "value": value} for key, value in status.items()]
         try:
-            await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
-                             AGENTRUNS, ref.name, ops, _content_type="application/json-patch+json",
-                             action=f"write status of AgentRun {ref.name}")
+            await self.runs.patch_status(ref.namespace, ref.name, ops, content_type="application/json-patch+json",
+                                         action=f"write status of AgentRun {ref.name}")
         except NotFound as e:
             raise ApplicationError(f"AgentRun {ref.namespace}/{ref.name} no longer exists", type=RUN_GONE,
                                    non_retryable=True) from e

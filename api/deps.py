@@ -44,7 +44,6 @@ class State:
         self.telemetry = telemetry.setup("api")
         self.tracer = self.telemetry.tracer("agentrun.api")
         self.kube = Kube(kube, qps=settings.kube.qps, burst=settings.kube.burst)
-        self.custom = self.kube.custom
         self.temporal = temporal
         # Signs the API's verdicts (models/signing.py); the codec routes never use it.
         self.signer = settings.temporal.signer()

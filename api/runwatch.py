@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import functools
 import logging
 import threading
 from collections.abc import Iterator
@@ -27,7 +26,8 @@ from typing import Any, Literal
 
 from kube import Kube
 from kube.listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
-from models.names import AGENTRUNS, GROUP, VERSION
+from kube.resources import sympozium
+from models.names import AGENTRUNS
 
 log = logging.getLogger("agentrun.api.runwatch")
 
@@ -134,11 +134,9 @@ class RunWatch:
         self._synced = asyncio.Event()
         self._listed: set[str] = set()  # the streams (by namespace) that have listed once
         self.relists = 0  # lists after the first, per stream: each one a watch that could not go on
-        custom = kube.custom
-        self._streams = [_Stream(self, ns, functools.partial(custom.list_namespaced_custom_object, GROUP, VERSION,
-                                                             plural=AGENTRUNS))
-                         for ns in namespaces or []] or [
-            _Stream(self, "", functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, AGENTRUNS))]
+        runs = sympozium(kube, AGENTRUNS)
+        self._streams = [_Stream(self, ns, runs.list_fn()) for ns in namespaces or []] or [
+            _Stream(self, "", runs.list_fn(all_namespaces=True))]
 
     async def start(self) -> None:
         """Start the streams' threads and return at once; `wait_synced` says when the first lists are in."""

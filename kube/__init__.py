@@ -27,7 +27,8 @@ from .errors import (
 )
 from .finalizers import finalizer_added, finalizer_removed
 from .listwatch import watch_events
+from .resources import Ref, Resource, sympozium
 
 __all__ = ["BadRequest", "ClientError", "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError", "NotFound",
-           "RateLimiter", "Transient", "Unauthorized", "finalizer_added", "finalizer_removed", "kube_error",
-           "typed_errors", "watch_events"]
+           "RateLimiter", "Ref", "Resource", "Transient", "Unauthorized", "finalizer_added", "finalizer_removed", "kube_error",
+           "sympozium", "typed_errors", "watch_events"]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import json
 import logging
 import threading
@@ -39,6 +38,7 @@ from models.names import GROUP, LABEL_RUN, VERSION
 
 from .client import Kube
 from .listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
+from .resources import Resource
 
 log = logging.getLogger("agentrun.worker.informer")
 
@@ -150,9 +150,7 @@ class Informer:
                 {"jobs": kube.batch.list_namespaced_job, "pods": kube.core.list_namespaced_pod} if ns else
                 {"jobs": kube.batch.list_job_for_all_namespaces, "pods": kube.core.list_pod_for_all_namespaces})
             for plural in DEFINITIONS:
-                lists[plural] = (functools.partial(kube.custom.list_namespaced_custom_object, GROUP, VERSION,
-                                                   plural=plural) if ns else
-                                 functools.partial(kube.custom.list_cluster_custom_object, GROUP, VERSION, plural))
+                lists[plural] = Resource(kube, GROUP, VERSION, plural).list_fn(all_namespaces=not ns)
             self._streams += [_Stream(self, kind, ns, lists[kind]) for kind in kinds]
 
     def start(self) -> None:
