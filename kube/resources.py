@@ -62,12 +62,14 @@ class Resource:
     def _where(self, ns: str, name: str = "") -> str:
         return "/".join(p for p in (ns if self.namespaced else "", name) if p)
 
-    def _at(self, method: str, ns: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
-        """The client's method for this scope and the leading arguments it takes."""
+    def _at(self, verb: str, ns: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
+        """The client's method for `verb` in this kind's scope (`get`: get_namespaced_custom_object or
+        get_cluster_custom_object, and so on) and the leading arguments it takes."""
+        head, _, tail = verb.partition("_custom_object")
         if self.namespaced:
-            return getattr(self._api, f"{method.replace('VERB', 'namespaced')}"), (self.group, self.version, ns,
-                                                                                 self.plural)
-        return getattr(self._api, f"{method.replace('VERB', 'cluster')}"), (self.group, self.version, self.plural)
+            return getattr(self._api, f"{head}_namespaced_custom_object{tail}"), (self.group, self.version, ns,
+                                                                                self.plural)
+        return getattr(self._api, f"{head}_cluster_custom_object{tail}"), (self.group, self.version, self.plural)
 
     @staticmethod
     def _kw(content_type: str | None, kw: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +77,7 @@ class Resource:
         return {**kw, "_content_type": content_type} if content_type else kw
 
     async def get(self, ns: str, name: str, *, action: str = "", **kw: Any) -> Obj:
-        fn, args = self._at("get_VERB_custom_object", ns)
+        fn, args = self._at("get_custom_object", ns)
         got = await self.kube.call(fn, *args, name, action=action or f"read {self.kind} {self._where(ns, name)}", **kw)
         return cast(Obj, got)
 
@@ -104,7 +106,7 @@ class Resource:
         return functools.partial(self._api.list_cluster_custom_object, self.group, self.version, self.plural)
 
     async def create(self, ns: str, body: Obj, *, action: str = "", **kw: Any) -> Obj:
-        fn, args = self._at("create_VERB_custom_object", ns)
+        fn, args = self._at("create_custom_object", ns)
         name = str((body.get("metadata") or {}).get("name") or "")
         got = await self.kube.call(fn, *args, body, action=action or f"create {self.kind} {self._where(ns, name)}",
                                    **kw)
@@ -112,28 +114,28 @@ class Resource:
 
     async def patch(self, ns: str, name: str, body: Obj | builtins.list[Any], *, content_type: str | None = None,
                     action: str = "", **kw: Any) -> Obj:
-        fn, args = self._at("patch_VERB_custom_object", ns)
+        fn, args = self._at("patch_custom_object", ns)
         got = await self.kube.call(fn, *args, name, body, action=action or f"patch {self.kind} {self._where(ns, name)}",
                                    **self._kw(content_type, kw))
         return cast(Obj, got)
 
     async def patch_status(self, ns: str, name: str, body: Obj | builtins.list[Any], *, content_type: str | None = None,
                            action: str = "", **kw: Any) -> Obj:
-        fn, args = self._at("patch_VERB_custom_object_status", ns)
+        fn, args = self._at("patch_custom_object_status", ns)
         got = await self.kube.call(fn, *args, name, body,
                                    action=action or f"write status of {self.kind} {self._where(ns, name)}",
                                    **self._kw(content_type, kw))
         return cast(Obj, got)
 
     async def replace(self, ns: str, name: str, body: Obj, *, status: bool = False, action: str = "") -> Obj:
-        fn, args = self._at("replace_VERB_custom_object_status" if status else "replace_VERB_custom_object", ns)
+        fn, args = self._at("replace_custom_object_status" if status else "replace_custom_object", ns)
         what = f"status of {self.kind}" if status else self.kind
         got = await self.kube.call(fn, *args, name, body, action=action or f"replace {what} {self._where(ns, name)}")
         return cast(Obj, got)
 
     async def delete(self, ns: str, name: str, *, action: str = "", **kw: Any) -> Obj:
         """`kw`: `body` (propagationPolicy, preconditions), as the client takes it."""
-        fn, args = self._at("delete_VERB_custom_object", ns)
+        fn, args = self._at("delete_custom_object", ns)
         got = await self.kube.call(fn, *args, name, action=action or f"delete {self.kind} {self._where(ns, name)}",
                                    **kw)
         return cast(Obj, got)
