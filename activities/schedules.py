@@ -84,8 +84,9 @@ class ScheduleActivities:
         return cast(dict[str, Any], obj)
 
     async def _runs_of(self, ref: ScheduleRef) -> list[dict[str, Any]]:
-        out = await sympozium(self.kube, AGENTRUNS).list(ref.namespace, label_selector=f"{LABEL_SCHEDULE}={ref.name}",
-                                                         action=f"list runs of schedule {ref.name}")
+        out = await sympozium(self.kube, AGENTRUNS).list(
+            ref.namespace, label_selector=f"{LABEL_SCHEDULE}={ref.name}",
+            action=f"list runs of schedule {ref.name}")
         runs = [r for r in out.get("items") or []
                 if ((r.get("metadata") or {}).get("labels") or {}).get(LABEL_SCHEDULE) == ref.name
                 and any(o.get("uid") == ref.uid for o in (r["metadata"].get("ownerReferences") or []))]
@@ -168,7 +169,8 @@ class ScheduleActivities:
         }
         obj: Any
         try:
-            obj = await sympozium(self.kube, AGENTRUNS).create(ref.namespace, body, action=f"create AgentRun {name}")
+            obj = await sympozium(self.kube, AGENTRUNS).create(
+                ref.namespace, body, action=f"create AgentRun {name}")
         except NotFound as e:
             raise application_error(e, creating=True) from e
         except Conflict:
@@ -203,7 +205,8 @@ class ScheduleActivities:
 
         try:
             await sympozium(self.kube, SCHEDULES).update_with_retry(
-                (ref.namespace, ref.name), ticked, status=True, action=f"write status of SympoziumSchedule {ref.name}")
+                (ref.namespace, ref.name), ticked, status=True,
+                action=f"write status of SympoziumSchedule {ref.name}")
         except NotFound:
             return
         except Conflict as e:

@@ -118,8 +118,8 @@ async def list_runs(state: StateDep, who: CallerDep, namespace: Namespace = "def
                     phase: str | None = None, gate: str | None = None,
                     tool_approval: Annotated[str | None, Query(alias="toolApproval")] = None) -> list[RunSummary]:
     await state.allow(who, "list", AGENTRUNS, namespace)
-    items = cast(dict[str, Any], await sympozium(state.kube, AGENTRUNS).list(namespace,
-                                                                             action=f"list AgentRuns in {namespace}"))
+    items = cast(dict[str, Any], await sympozium(state.kube, AGENTRUNS).list(
+        namespace, action=f"list AgentRuns in {namespace}"))
     out = [_summary(o) for o in items.get("items", [])]
     if phase:
         out = [r for r in out if r.phase == phase]

@@ -46,8 +46,8 @@ NO_GATE = "the run has no gate (no postRun hook with gate: true)"
 
 async def read_run(state: State, ns: str, name: str) -> dict[str, Any]:
     try:
-        return cast(dict[str, Any], await sympozium(state.kube, AGENTRUNS).get(ns, name,
-                                                                               action=f"read AgentRun {ns}/{name}"))
+        return cast(dict[str, Any], await sympozium(state.kube, AGENTRUNS).get(
+            ns, name, action=f"read AgentRun {ns}/{name}"))
     except NotFound as e:
         raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{ns}"') from e
 
@@ -108,14 +108,15 @@ async def _create_run(state: State, who: Caller, namespace: str, *, agent_ref: s
            "metadata": {"generateName": f"{agent_ref}-", "labels": {LABEL_INSTANCE: agent_ref},
                         "annotations": annotations},
            "spec": spec}
-    return cast(dict[str, Any], await sympozium(state.kube, AGENTRUNS).create(namespace, obj,
-                                                                              action=f"create AgentRun in {namespace}"))
+    return cast(dict[str, Any], await sympozium(state.kube, AGENTRUNS).create(
+        namespace, obj, action=f"create AgentRun in {namespace}"))
 
 
 async def delete_run(state: State, caller: Caller, namespace: str, name: str) -> None:
     await state.allow(caller, "delete", AGENTRUNS, namespace, name=name)
     try:
-        await sympozium(state.kube, AGENTRUNS).delete(namespace, name, action=f"delete AgentRun {namespace}/{name}")
+        await sympozium(state.kube, AGENTRUNS).delete(
+            namespace, name, action=f"delete AgentRun {namespace}/{name}")
     except NotFound as e:
         raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{namespace}"') from e
 

@@ -194,7 +194,8 @@ async def _kube(state: State, fn: Any, *args: Any, action: str) -> dict[str, Any
 
 async def _read(state: State, ns: str, name: str) -> dict[str, Any]:
     try:
-        return await sympozium(state.kube, SCHEDULES).get(ns, name, action=f"read SympoziumSchedule {ns}/{name}")
+        return await sympozium(state.kube, SCHEDULES).get(
+            ns, name, action=f"read SympoziumSchedule {ns}/{name}")
     except NotFound as e:
         raise _not_found(ns, name) from e
 
@@ -260,7 +261,8 @@ def _temporal_error(e: RPCError, name: str) -> HTTPException:
 @router.get("", response_model=list[ScheduleSummary])
 async def list_schedules(state: StateDep, who: CallerDep, namespace: Namespace = "default") -> list[ScheduleSummary]:
     await state.allow(who, "list", SCHEDULES, namespace)
-    items = await sympozium(state.kube, SCHEDULES).list(namespace, action=f"list SympoziumSchedules in {namespace}")
+    items = await sympozium(state.kube, SCHEDULES).list(
+        namespace, action=f"list SympoziumSchedules in {namespace}")
     return sorted((_summary(o) for o in items.get("items", [])), key=lambda s: s.name)
 
 
@@ -282,8 +284,8 @@ async def create_schedule(body: CreateSchedule, state: StateDep, who: CallerDep,
     obj = {"apiVersion": API_VERSION, "kind": "SympoziumSchedule",
            "metadata": {"name": body.name, "annotations": who.stamp(SCHEDULES)}, "spec": spec}
     try:
-        return await sympozium(state.kube, SCHEDULES).create(namespace, obj,
-                                                             action=f"create SympoziumSchedule {namespace}/{body.name}")
+        return await sympozium(state.kube, SCHEDULES).create(
+            namespace, obj, action=f"create SympoziumSchedule {namespace}/{body.name}")
     except Conflict as e:
         raise HTTPException(status_code=409,
                             detail=f'schedule "{body.name}" already exists in namespace "{namespace}"') from e

@@ -324,7 +324,8 @@ class Bridge:
         leads from child to parent (the child is not a Temporal child workflow: each run's workflow is started
         by its own object, and a parent deleted first must not take the child's history with it)."""
         try:
-            obj = await sympozium(self.kube, AGENTRUNS).get(ns, parent, action=f"read parent AgentRun {ns}/{parent}")
+            obj = await sympozium(self.kube, AGENTRUNS).get(
+                ns, parent, action=f"read parent AgentRun {ns}/{parent}")
             m = obj.get("metadata") or {}
             parent_wid = workflow_id(RunRef(namespace=ns, name=parent, uid=str(m.get("uid") or "")))
         except NotFound:

@@ -37,8 +37,9 @@ class ModelStatusSync:
         since = said.get("lastTransitionTime") if said is not None and said.get("status") == "False" else None
         status = not_offered_status(generation, since or rfc3339(datetime.now(UTC)))
         try:
-            await sympozium(self.kube, MODELS).patch_status(m["namespace"], m["name"], {"status": status.wire()},
-                                                            action=f"write status of Model {m['namespace']}/{m['name']}")
+            await sympozium(self.kube, MODELS).patch_status(
+                m["namespace"], m["name"], {"status": status.wire()},
+                action=f"write status of Model {m['namespace']}/{m['name']}")
         except NotFound:
             pass  # deleted meanwhile
         log.info("Model %s/%s: marked as not offered here", m["namespace"], m["name"])

@@ -104,7 +104,8 @@ class PackSync:
         an older version than one already handled."""
         async with self._locks.setdefault(uid, asyncio.Lock()):
             try:
-                obj: Obj = await sympozium(self.kube, PLURALS[kind]).get(ns, name, action=f"read {kind} {ns}/{name}")
+                obj: Obj = await sympozium(self.kube, PLURALS[kind]).get(
+                    ns, name, action=f"read {kind} {ns}/{name}")
             except NotFound:
                 return
             if obj["metadata"].get("uid") != uid or obj["metadata"].get("deletionTimestamp"):
@@ -163,8 +164,9 @@ class PackSync:
             if gone["metadata"].get("deletionTimestamp"):
                 continue
             try:
-                await sympozium(self.kube, plural).delete(ns, name, body={"preconditions": {"uid": gone["metadata"]["uid"]}},
-                                                          action=f"delete {plural} {ns}/{name} no longer in {what}")
+                await sympozium(self.kube, plural).delete(
+                    ns, name, body={"preconditions": {"uid": gone["metadata"]["uid"]}},
+                    action=f"delete {plural} {ns}/{name} no longer in {what}")
                 log.info("deleted %s %s/%s (no longer in %s)", plural, ns, name, what)
             except (NotFound, Conflict):
                 pass  # gone already, or replaced by a new object of that name: not ours to delete
@@ -173,8 +175,8 @@ class PackSync:
     async def _create(self, plural: str, pack: Pack, want: Obj) -> str | None:
         ns, name = pack.namespace, want["metadata"]["name"]
         try:
-            stored = await sympozium(self.kube, plural).create(ns, want,
-                                                               action=f"create {plural} {ns}/{name} for {pack.kind} {pack.name}")
+            stored = await sympozium(self.kube, plural).create(
+                ns, want, action=f"create {plural} {ns}/{name} for {pack.kind} {pack.name}")
             log.info("stamped out %s %s/%s for %s %s", plural, ns, name, pack.kind, pack.name)
             await self._record_stored(plural, stored, want)
             return None
@@ -198,8 +200,9 @@ class PackSync:
             **meta, "labels": {**(meta.get("labels") or {}), **want["metadata"]["labels"]},
             "annotations": {**(meta.get("annotations") or {}), **want["metadata"]["annotations"]}}}
         try:
-            stored = await sympozium(self.kube, plural).replace(meta["namespace"], meta["name"], body,
-                                                                action=f"update {plural} {meta['namespace']}/{meta['name']}")
+            stored = await sympozium(self.kube, plural).replace(
+                meta["namespace"], meta["name"], body,
+                action=f"update {plural} {meta['namespace']}/{meta['name']}")
         except REFUSED as e:
             return f"{meta['name']} was refused: {e.message}"
         log.info("updated %s %s/%s to match its pack", plural, meta["namespace"], meta["name"])
@@ -216,8 +219,10 @@ class PackSync:
         if (meta.get("annotations") or {}).get(ANNOTATION_STORED) == note[ANNOTATION_STORED]:
             return  # kept whole (the usual case): the note written with it holds
         try:
-            await sympozium(self.kube, plural).patch(meta["namespace"], meta["name"], {"metadata": {"resourceVersion": meta["resourceVersion"],
-                                                                     "annotations": note}}, action=f"annotate {plural} {meta['namespace']}/{meta['name']}")
+            await sympozium(self.kube, plural).patch(
+                meta["namespace"], meta["name"],
+                {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": note}},
+                action=f"annotate {plural} {meta['namespace']}/{meta['name']}")
         except (NotFound, Conflict):
             pass
         except REFUSED as e:  # the object is as the pack wants it; without the note it is only rewritten again
@@ -242,7 +247,8 @@ class PackSync:
         if all(current.get(k) == v for k, v in status.items()):
             return  # our own status write comes back as an event: nothing changed, nothing to write
         try:
-            await sympozium(self.kube, PLURALS[kind]).patch_status(meta["namespace"], meta["name"], {"status": status},
-                                                                   action=f"write status of {kind} {meta['namespace']}/{meta['name']}")
+            await sympozium(self.kube, PLURALS[kind]).patch_status(
+                meta["namespace"], meta["name"], {"status": status},
+                action=f"write status of {kind} {meta['namespace']}/{meta['name']}")
         except NotFound:
             pass  # deleted meanwhile

@@ -179,8 +179,9 @@ class ScheduleSync:
         if patch is None:
             return
         try:
-            await sympozium(self.kube, SCHEDULES).patch(ref.namespace, ref.name, patch,
-                                                        action=f"release SympoziumSchedule {ref.namespace}/{ref.name}")
+            await sympozium(self.kube, SCHEDULES).patch(
+                ref.namespace, ref.name, patch,
+                action=f"release SympoziumSchedule {ref.namespace}/{ref.name}")
             log.info("released schedule %s/%s", ref.namespace, ref.name)
         except (NotFound, Conflict):
             pass  # gone, or changed meanwhile: the newer version arrives as its own event
@@ -200,8 +201,9 @@ class ScheduleSync:
         if patch is None:
             return True
         try:
-            await sympozium(self.kube, SCHEDULES).patch(m["namespace"], m["name"], patch,
-                                                        action=f"add finalizer to SympoziumSchedule {m['namespace']}/{m['name']}")
+            await sympozium(self.kube, SCHEDULES).patch(
+                m["namespace"], m["name"], patch,
+                action=f"add finalizer to SympoziumSchedule {m['namespace']}/{m['name']}")
         except (Conflict, NotFound):
             return False
         return True

@@ -104,7 +104,8 @@ class SkillPackSync:
                 {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status["conditions"]]:
             return  # as it is: writing it again would only wake this watch
         try:
-            await sympozium(self.kube, SKILLPACKS).patch_status(m["namespace"], m["name"], {"status": status},
-                                                                action=f"write status of SkillPack {m['namespace']}/{m['name']}")
+            await sympozium(self.kube, SKILLPACKS).patch_status(
+                m["namespace"], m["name"], {"status": status},
+                action=f"write status of SkillPack {m['namespace']}/{m['name']}")
         except NotFound:
             pass

@@ -83,7 +83,8 @@ async def _list(state: State, namespace: str, plural: str) -> list[Obj]:
 async def _read(state: State, namespace: str, plurals: tuple[str, ...], name: str, what: str) -> tuple[Obj, str]:
     for plural in plurals:
         try:
-            obj = await sympozium(state.kube, plural).get(namespace, name, action=f"read {plural} {namespace}/{name}")
+            obj = await sympozium(state.kube, plural).get(
+                namespace, name, action=f"read {plural} {namespace}/{name}")
             return cast(Obj, obj), plural
         except NotFound:
             continue
