@@ -14,7 +14,7 @@ from typing import ParamSpec, TypeVar
 
 from temporalio.exceptions import ApplicationError
 
-from models.kube import BadRequest, Forbidden, Invalid, KubeError, NotFound, Transient, Unauthorized
+from kube import BadRequest, Forbidden, Invalid, KubeError, NotFound, Transient, Unauthorized
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -12,7 +12,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from models.kube import Kube, KubeError, NotFound
+from kube import Kube, KubeError, NotFound
 from models.pricing import DATA_KEY, PriceTable, PriceTableError, priced
 from models.steps import Metrics, Pricing
 

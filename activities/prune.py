@@ -21,18 +21,16 @@ from typing import Any
 
 from temporalio import activity
 
+from kube import Conflict, Forbidden, Kube, NotFound, sympozium
 from models.agent import normalize_agent
 from models.agentrun import TERMINAL_PHASES
 from models.base import FieldProblem
-from models.kube import Conflict, Forbidden, Kube, NotFound
 from models.names import (
     AGENTRUNS,
-    GROUP,
     LABEL_COMPONENT,
     LABEL_RUN,
     LABEL_RUN_NAMESPACE,
     LABEL_RUN_UID,
-    VERSION,
 )
 from models.prune import AgentHistory, PruneRequest, PruneSummary
 from models.timestamps import parse_rfc3339
@@ -136,7 +134,7 @@ class PruneActivities:
     def __init__(self, kube: Kube, *, page_size: int = PAGE_SIZE) -> None:
         # The worker's access layer, shared with its other Kubernetes activities, so a big pass cannot flood the API.
         self.kube = kube
-        self.custom = kube.custom
+        self.runs = sympozium(kube, AGENTRUNS, kind="AgentRun")
         self.page_size = page_size
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kw: Any) -> Any:
@@ -153,12 +151,7 @@ class PruneActivities:
                     kw["_continue"] = token
                 action = f"list {plural}" + (f" in {ns}" if ns else "")
                 try:
-                    if ns:
-                        page = await self._call(self.custom.list_namespaced_custom_object, GROUP, VERSION, ns,
-                                                plural, action=action, **kw)
-                    else:
-                        page = await self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, plural,
-                                                action=action, **kw)
+                    page = await sympozium(self.kube, plural).list(ns, action=action, **kw)
                 except NotFound:
                     break  # the kind is not installed: nothing of it to read
                 # Gone (410, an expired continue token) leaves as a retryable error: the next attempt lists afresh.
@@ -182,8 +175,7 @@ class PruneActivities:
         body = {"preconditions": {"uid": run.uid, "resourceVersion": run.resource_version}}
         action = f"delete AgentRun {run.namespace}/{run.name}"
         try:
-            await self._call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, run.namespace,
-                             AGENTRUNS, run.name, body=body, action=action)
+            await self.runs.delete(run.namespace, run.name, body=body, action=action)
             return True
         except (NotFound, Conflict):
             return False  # gone, or changed since it was listed
@@ -249,8 +241,7 @@ class PruneActivities:
         if not (ns and name and uid):
             return False
         try:
-            obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS, name,
-                                   action=f"read AgentRun {ns}/{name}")
+            obj = await self.runs.get(ns, name, action=f"read AgentRun {ns}/{name}")
         except NotFound:
             return False
         return run_entry(obj).uid == uid and not run_entry(obj).prunable and not run_entry(obj).deleting

@@ -17,25 +17,25 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from kube import Conflict, Kube, NotFound
+from kube.resources import sympozium
 from models import authorship
 from models.agentrun import TERMINAL_PHASES
-from models.kube import Conflict, Kube, NotFound
 from models.names import (
     AGENTRUNS,
     ANNOTATION_TICK,
     ANNOTATION_TICK_TIME,
     API_VERSION,
-    GROUP,
     LABEL_INSTANCE,
     LABEL_SCHEDULE,
     LABEL_TYPE,
     SCHEDULES,
-    VERSION,
 )
 from models.schedule import (
     RemoveRuns,
     RunName,
     ScheduleRef,
+    ScheduleStatus,
     TickCreated,
     TickPlan,
     TickRecord,
@@ -67,7 +67,6 @@ class ScheduleActivities:
     def __init__(self, kube: Kube) -> None:
         # The worker's access layer, shared with its other Kubernetes activities (one rate limit).
         self.kube = kube
-        self.custom = kube.custom
 
     async def _call(self, fn: Callable[..., Any], *args: Any, action: str, **kwargs: Any) -> Any:
         return await self.kube.call(fn, *args, action=action, **kwargs)
@@ -75,8 +74,8 @@ class ScheduleActivities:
     async def _schedule(self, ref: ScheduleRef) -> dict[str, Any] | None:
         """The schedule object if it still is the one that ticked (same uid, not being deleted)."""
         try:
-            obj: Any = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION,
-                                        ref.namespace, SCHEDULES, ref.name, action=f"read SympoziumSchedule {ref.name}")
+            obj: Any = await sympozium(self.kube, SCHEDULES).get(ref.namespace, ref.name,
+                                                                 action=f"read SympoziumSchedule {ref.name}")
         except NotFound:
             return None
         meta = obj.get("metadata") or {}
@@ -85,8 +84,9 @@ class ScheduleActivities:
         return cast(dict[str, Any], obj)
 
     async def _runs_of(self, ref: ScheduleRef) -> list[dict[str, Any]]:
-        out = await self._call(self.custom.list_namespaced_custom_object, GROUP, VERSION, ref.namespace, AGENTRUNS,
-                               label_selector=f"{LABEL_SCHEDULE}={ref.name}", action=f"list runs of schedule {ref.name}")
+        out = await sympozium(self.kube, AGENTRUNS).list(
+            ref.namespace, label_selector=f"{LABEL_SCHEDULE}={ref.name}",
+            action=f"list runs of schedule {ref.name}")
         runs = [r for r in out.get("items") or []
                 if ((r.get("metadata") or {}).get("labels") or {}).get(LABEL_SCHEDULE) == ref.name
                 and any(o.get("uid") == ref.uid for o in (r["metadata"].get("ownerReferences") or []))]
@@ -117,8 +117,8 @@ class ScheduleActivities:
         for r in req.runs:
             body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=r.uid) if r.uid else None)
             try:
-                await self._call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, r.namespace, AGENTRUNS,
-                                 r.name, body=body, action=f"delete AgentRun {r.name} ({req.reason})")
+                await sympozium(self.kube, AGENTRUNS).delete(r.namespace, r.name, body=body,
+                                                             action=f"delete AgentRun {r.name} ({req.reason})")
             except (NotFound, Conflict):
                 pass  # gone, or (the uid precondition failed) it is another object now
         pending = list(req.runs)
@@ -126,8 +126,8 @@ class ScheduleActivities:
             still = []
             for r in pending:
                 try:
-                    obj: Any = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION,
-                                                r.namespace, AGENTRUNS, r.name, action=f"read AgentRun {r.name}")
+                    obj: Any = await sympozium(self.kube, AGENTRUNS).get(r.namespace, r.name,
+                                                                         action=f"read AgentRun {r.name}")
                 except NotFound:
                     continue
                 if not r.uid or obj["metadata"]["uid"] == r.uid:
@@ -169,13 +169,12 @@ class ScheduleActivities:
         }
         obj: Any
         try:
-            obj = await self._call(self.custom.create_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                   AGENTRUNS, body, action=f"create AgentRun {name}")
+            obj = await sympozium(self.kube, AGENTRUNS).create(
+                ref.namespace, body, action=f"create AgentRun {name}")
         except NotFound as e:
             raise application_error(e, creating=True) from e
         except Conflict:
-            obj = await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                   AGENTRUNS, name, action=f"read AgentRun {name}")
+            obj = await sympozium(self.kube, AGENTRUNS).get(ref.namespace, name, action=f"read AgentRun {name}")
             if not any(o.get("uid") == ref.uid for o in obj["metadata"].get("ownerReferences") or []):
                 return TickCreated(skip_reason=f"an AgentRun named {name} exists and was not made by this schedule")
         return TickCreated(namespace=ref.namespace, name=name, uid=obj["metadata"]["uid"])
@@ -192,26 +191,27 @@ class ScheduleActivities:
             next_run = rfc3339(times[0]) if times and not desc.schedule.state.paused else None
         except RPCError:
             next_run = None  # the schedule was deleted meanwhile; the object is going too
-        for _attempt in range(5):
-            sched = await self._schedule(ref)
-            if sched is None:
-                return
-            status = sched.get("status") or {}
-            total = int(status.get("totalRuns") or 0)
-            if status.get("lastRunName") != req.run_name:
-                total += 1
-            patch = {"metadata": {"resourceVersion": sched["metadata"]["resourceVersion"]},
-                     "status": {"lastRunTime": req.tick_time, "lastRunName": req.run_name, "totalRuns": total,
-                                "nextRunTime": next_run}}
-            try:
-                await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
-                                 SCHEDULES, ref.name, patch, action=f"write status of SympoziumSchedule {ref.name}")
-                return
-            except NotFound:
-                return
-            except Conflict:
-                continue
-        raise ApplicationError(f"status of SympoziumSchedule {ref.name} kept changing; retrying", type="Conflict")
+
+        def ticked(sched: dict[str, Any]) -> dict[str, Any] | None:
+            meta = sched.get("metadata") or {}
+            if meta.get("uid") != ref.uid or meta.get("deletionTimestamp"):
+                return None  # not the schedule that ticked any more
+            status = ScheduleStatus.of(sched)
+            total = status.total_runs + (status.last_run_name != req.run_name)
+            tick = ScheduleStatus(last_run_time=req.tick_time, last_run_name=req.run_name, total_runs=total,
+                                  next_run_time=next_run)
+            sched["status"] = tick.merged_into(sched.get("status") or {})
+            return sched
+
+        try:
+            await sympozium(self.kube, SCHEDULES).update_with_retry(
+                (ref.namespace, ref.name), ticked, status=True,
+                action=f"write status of SympoziumSchedule {ref.name}")
+        except NotFound:
+            return
+        except Conflict as e:
+            raise ApplicationError(f"status of SympoziumSchedule {ref.name} kept changing; retrying",
+                                   type="Conflict") from e
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.plan_tick, self.remove_runs, self.create_scheduled_run, self.record_tick]

@@ -36,7 +36,7 @@ from typing import Any
 from fastapi import HTTPException
 from kubernetes import client
 
-from models.kube import Kube, KubeError
+from kube import Kube, KubeError
 from models.names import AGENTRUNS, GROUP
 
 from .auth import ANONYMOUS, Caller, with_authenticated

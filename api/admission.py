@@ -58,6 +58,9 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from kube import Kube, KubeError, NotFound
+from kube.informer import Informer
+from kube.resources import sympozium
 from models import authorship
 from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION
 from models.authorship import Author, stamp_keys
@@ -65,15 +68,12 @@ from models.base import PolicyViolation
 from models.bounds import Uncarriable
 from models.evaluate import Evaluation, Reader, RunLister, evaluate_run
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION
-from models.informer import Informer
-from models.kube import Kube, KubeError, NotFound
 from models.names import (
     ADMISSION_MUTATE_PATH,
     ADMISSION_VALIDATE_PATH,
     AGENTRUNS,
     ANNOTATION_CREATED_BY,
     GROUP,
-    VERSION,
 )
 from models.policy import Refusal
 from models.resolve import approval_tools
@@ -198,8 +198,8 @@ def reader(kube: Kube, ns: str, view: Informer | None = None) -> Reader:
         if held is not None:
             return held
         try:
-            obj = await kube.call(kube.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
-                                  _request_timeout=READ_TIMEOUT_SECONDS, action=f"read {plural} {ns}/{name}")
+            obj = await sympozium(kube, plural).get(ns, name, _request_timeout=READ_TIMEOUT_SECONDS,
+                                                    action=f"read {plural} {ns}/{name}")
         except NotFound:
             return None
         except KubeError as e:
@@ -212,8 +212,8 @@ def run_lister(kube: Kube, ns: str) -> RunLister:
     """Lists the namespace's runs, for a sub-agent's limits (asked only for runs with `spec.parent`)."""
     async def list_runs() -> list[dict[str, Any]]:
         try:
-            out = await kube.call(kube.custom.list_namespaced_custom_object, GROUP, VERSION, ns, "agentruns",
-                                  _request_timeout=READ_TIMEOUT_SECONDS, action=f"list agentruns in {ns}")
+            out = await sympozium(kube, "agentruns").list(ns, _request_timeout=READ_TIMEOUT_SECONDS,
+                                                          action=f"list agentruns in {ns}")
         except KubeError as e:
             raise Unreadable(str(e)) from e
         return cast(list[dict[str, Any]], out.get("items") or [])

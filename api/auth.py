@@ -29,8 +29,8 @@ from typing import Any
 
 from kubernetes import client
 
+from kube import Kube, KubeError
 from models.authorship import Author
-from models.kube import Kube, KubeError
 
 from .throttle import FailureThrottle, Throttled, fingerprint, token_key
 

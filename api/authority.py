@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kube import Kube, KubeError
 from models.agent import normalize_agent
 from models.base import FieldProblem
 from models.evaluate import Reader, agent_name_of, read_agent, read_policy
-from models.kube import Kube, KubeError
 from models.names import (
     ANNOTATION_CREATED_BY,
     API_VERSION,

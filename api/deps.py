@@ -14,9 +14,9 @@ from fastapi import Depends, HTTPException, Query, Request
 from kubernetes import client
 from temporalio.client import Client
 
+from kube import Kube
+from kube.informer import DEFINITIONS, Informer
 from models import telemetry
-from models.informer import DEFINITIONS, Informer
-from models.kube import Kube
 
 from .access import Access, Denied
 from .auth import (
@@ -44,7 +44,6 @@ class State:
         self.telemetry = telemetry.setup("api")
         self.tracer = self.telemetry.tracer("agentrun.api")
         self.kube = Kube(kube, qps=settings.kube.qps, burst=settings.kube.burst)
-        self.custom = self.kube.custom
         self.temporal = temporal
         # Signs the API's verdicts (models/signing.py); the codec routes never use it.
         self.signer = settings.temporal.signer()

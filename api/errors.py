@@ -1,6 +1,6 @@
 """How a failure becomes an HTTP answer, in one place (SPEC §7).
 
-Routes let typed Kubernetes errors (models.kube) through, catching only what they answer
+Routes let typed Kubernetes errors (kube/errors.py) through, catching only what they answer
 differently (a 404 that names the run); the handlers below map the rest once: the cluster's own
 refusals keep their status and message, a cluster that does not answer is 503 with Retry-After,
 and a bug is a 500 that says so (and is logged), never a 502 that blames someone else.
@@ -13,7 +13,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from models.kube import (
+from kube import (
     BadRequest,
     Conflict,
     Forbidden,

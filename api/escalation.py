@@ -27,10 +27,10 @@ from typing import Any
 
 from kubernetes import client
 
+from kube import Kube, KubeError
 from models.agentrun import Lifecycle, RBACRule
 from models.authorship import Author
 from models.base import FieldProblem, parse
-from models.kube import Kube, KubeError
 from models.policy import Refusal
 from models.resolve import ResolvedRun
 from models.secretrefs import SecretRef

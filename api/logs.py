@@ -24,8 +24,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import StreamingResponse
 
+from kube import Kube, NotFound, typed_errors
 from models import run_logs
-from models.kube import Kube, NotFound, typed_errors
 from models.names import AGENTRUNS, Component, agent_job_of, hook_container, job_name
 
 from .deps import CallerDep, Namespace, StateDep

@@ -25,11 +25,12 @@ from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
+from kube.resources import sympozium
 from models import bounds
 from models.approvals import ToolApprovalView
 from models.evaluate import agent_name_of
 from models.gate import GateView
-from models.names import AGENTRUNS, GROUP, VERSION
+from models.names import AGENTRUNS
 from models.settings import user_agent
 from models.timestamps import parse_rfc3339
 
@@ -117,9 +118,8 @@ async def list_runs(state: StateDep, who: CallerDep, namespace: Namespace = "def
                     phase: str | None = None, gate: str | None = None,
                     tool_approval: Annotated[str | None, Query(alias="toolApproval")] = None) -> list[RunSummary]:
     await state.allow(who, "list", AGENTRUNS, namespace)
-    items = cast(dict[str, Any], await state.kube.call(
-        state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
-        action=f"list AgentRuns in {namespace}"))
+    items = cast(dict[str, Any], await sympozium(state.kube, AGENTRUNS).list(
+        namespace, action=f"list AgentRuns in {namespace}"))
     out = [_summary(o) for o in items.get("items", [])]
     if phase:
         out = [r for r in out if r.phase == phase]

@@ -17,18 +17,17 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from kube import NotFound
+from kube.resources import sympozium
 from models.agentrun import TERMINAL_PHASES
 from models.approvals import ToolApprovalView, ToolDecision, decision_problem, edited_arguments
 from models.evaluate import AGENT_PLURALS
 from models.gate import GateView, Verdict
-from models.kube import NotFound
 from models.names import (
     AGENTRUNS,
     ANNOTATION_TRACEPARENT,
     API_VERSION,
-    GROUP,
     LABEL_INSTANCE,
-    VERSION,
 )
 from models.tracecontext import format_traceparent, trace_id_of, valid
 from workflows.agent_run import AgentRunWorkflow
@@ -47,9 +46,8 @@ NO_GATE = "the run has no gate (no postRun hook with gate: true)"
 
 async def read_run(state: State, ns: str, name: str) -> dict[str, Any]:
     try:
-        return cast(dict[str, Any], await state.kube.call(
-            state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS, name,
-            action=f"read AgentRun {ns}/{name}"))
+        return cast(dict[str, Any], await sympozium(state.kube, AGENTRUNS).get(
+            ns, name, action=f"read AgentRun {ns}/{name}"))
     except NotFound as e:
         raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{ns}"') from e
 
@@ -68,8 +66,7 @@ async def require_agent(state: State, namespace: str, name: str) -> None:
     resolves either (models/evaluate.py), so `kubectl apply` of such a run works, and the API must not refuse it."""
     for plural in AGENT_PLURALS:
         try:
-            await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name,
-                                  action=f"read {plural} {namespace}/{name}")
+            await sympozium(state.kube, plural).get(namespace, name, action=f"read {plural} {namespace}/{name}")
             return
         except NotFound:
             continue
@@ -111,16 +108,15 @@ async def _create_run(state: State, who: Caller, namespace: str, *, agent_ref: s
            "metadata": {"generateName": f"{agent_ref}-", "labels": {LABEL_INSTANCE: agent_ref},
                         "annotations": annotations},
            "spec": spec}
-    return cast(dict[str, Any], await state.kube.call(
-        state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS, obj,
-        action=f"create AgentRun in {namespace}"))
+    return cast(dict[str, Any], await sympozium(state.kube, AGENTRUNS).create(
+        namespace, obj, action=f"create AgentRun in {namespace}"))
 
 
 async def delete_run(state: State, caller: Caller, namespace: str, name: str) -> None:
     await state.allow(caller, "delete", AGENTRUNS, namespace, name=name)
     try:
-        await state.kube.call(state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
-                              name, action=f"delete AgentRun {namespace}/{name}")
+        await sympozium(state.kube, AGENTRUNS).delete(
+            namespace, name, action=f"delete AgentRun {namespace}/{name}")
     except NotFound as e:
         raise HTTPException(status_code=404, detail=f'run "{name}" not found in namespace "{namespace}"') from e
 

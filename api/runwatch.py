@@ -3,7 +3,7 @@ follow the runs.
 
 The console's live pages and the metrics read the runs from here, and whoever wants to hear of changes subscribes,
 so a hundred open pages cost the cluster one watch, not a hundred (nor a poll each). The loop is client-go's
-reflector (models/listwatch.py): list, watch from the list's resourceVersion, go on from the last event or bookmark,
+reflector (kube/listwatch.py): list, watch from the list's resourceVersion, go on from the last event or bookmark,
 list again after 410 Gone or a failure. Its threads hand what they read to the event loop, which alone changes the
 store and tells the subscribers, so readers on the loop need no lock and see each change with its event.
 
@@ -18,16 +18,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import functools
 import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from models.kube import Kube
-from models.listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
-from models.names import AGENTRUNS, GROUP, VERSION
+from kube import Kube
+from kube.listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
+from kube.resources import sympozium
+from models.names import AGENTRUNS
 
 log = logging.getLogger("agentrun.api.runwatch")
 
@@ -134,11 +134,9 @@ class RunWatch:
         self._synced = asyncio.Event()
         self._listed: set[str] = set()  # the streams (by namespace) that have listed once
         self.relists = 0  # lists after the first, per stream: each one a watch that could not go on
-        custom = kube.custom
-        self._streams = [_Stream(self, ns, functools.partial(custom.list_namespaced_custom_object, GROUP, VERSION,
-                                                             plural=AGENTRUNS))
-                         for ns in namespaces or []] or [
-            _Stream(self, "", functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, AGENTRUNS))]
+        runs = sympozium(kube, AGENTRUNS)
+        self._streams = [_Stream(self, ns, runs.list_fn()) for ns in namespaces or []] or [
+            _Stream(self, "", runs.list_fn(all_namespaces=True))]
 
     async def start(self) -> None:
         """Start the streams' threads and return at once; `wait_synced` says when the first lists are in."""

@@ -28,13 +28,15 @@ from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
 from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from kube import Conflict, NotFound
+from kube.resources import sympozium
 from models.base import FieldProblem, parse
 from models.bounds import TASK_MAX_BYTES
-from models.kube import Conflict, NotFound
-from models.names import AGENTRUNS, AGENTS, API_VERSION, GROUP, SCHEDULES, VERSION
+from models.names import AGENTRUNS, AGENTS, API_VERSION, SCHEDULES
 from models.schedule import (
     ScheduleRef,
     ScheduleSpec,
+    ScheduleStatus,
     plan_schedule,
     run_name,
     schedule_agent,
@@ -163,13 +165,12 @@ def _not_found(ns: str, name: str) -> HTTPException:
 def _summary(obj: dict[str, Any]) -> ScheduleSummary:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    st = obj.get("status") or {}
+    st = ScheduleStatus.of(obj)
     return ScheduleSummary(
         name=meta.get("name", ""), namespace=meta.get("namespace", ""), agent=schedule_agent(spec),
         schedule=str(spec.get("schedule") or ""), timezone=str(spec.get("timezone") or "UTC"),
-        suspend=bool(spec.get("suspend")), phase=st.get("phase"), message=st.get("message"),
-        last_run_time=st.get("lastRunTime"), next_run_time=st.get("nextRunTime"),
-        last_run_name=st.get("lastRunName"), total_runs=int(st.get("totalRuns") or 0))
+        suspend=bool(spec.get("suspend")), phase=st.phase, message=st.message, last_run_time=st.last_run_time,
+        next_run_time=st.next_run_time, last_run_name=st.last_run_name, total_runs=st.total_runs)
 
 
 def _invalid(p: FieldProblem) -> HTTPException:
@@ -193,8 +194,8 @@ async def _kube(state: State, fn: Any, *args: Any, action: str) -> dict[str, Any
 
 async def _read(state: State, ns: str, name: str) -> dict[str, Any]:
     try:
-        return await _kube(state, state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, SCHEDULES, name,
-                           action=f"read SympoziumSchedule {ns}/{name}")
+        return await sympozium(state.kube, SCHEDULES).get(
+            ns, name, action=f"read SympoziumSchedule {ns}/{name}")
     except NotFound as e:
         raise _not_found(ns, name) from e
 
@@ -203,8 +204,7 @@ async def _require_agent(state: State, ns: str, name: str) -> None:
     """The Agent must exist, under its current kind or the legacy one (SPEC §1.1)."""
     for plural in (AGENTS, "sympoziuminstances"):
         try:
-            await _kube(state, state.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
-                        action=f"read {plural} {ns}/{name}")
+            await sympozium(state.kube, plural).get(ns, name, action=f"read {plural} {ns}/{name}")
             return
         except NotFound:
             continue
@@ -213,8 +213,8 @@ async def _require_agent(state: State, ns: str, name: str) -> None:
 
 async def _patch(state: State, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
     try:
-        return await _kube(state, state.custom.patch_namespaced_custom_object, GROUP, VERSION, ns, SCHEDULES, name,
-                           body, action=f"update SympoziumSchedule {ns}/{name}")
+        return await sympozium(state.kube, SCHEDULES).patch(ns, name, body,
+                                                            action=f"update SympoziumSchedule {ns}/{name}")
     except NotFound as e:
         raise _not_found(ns, name) from e
 
@@ -261,8 +261,8 @@ def _temporal_error(e: RPCError, name: str) -> HTTPException:
 @router.get("", response_model=list[ScheduleSummary])
 async def list_schedules(state: StateDep, who: CallerDep, namespace: Namespace = "default") -> list[ScheduleSummary]:
     await state.allow(who, "list", SCHEDULES, namespace)
-    items = await _kube(state, state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES,
-                        action=f"list SympoziumSchedules in {namespace}")
+    items = await sympozium(state.kube, SCHEDULES).list(
+        namespace, action=f"list SympoziumSchedules in {namespace}")
     return sorted((_summary(o) for o in items.get("items", [])), key=lambda s: s.name)
 
 
@@ -284,8 +284,8 @@ async def create_schedule(body: CreateSchedule, state: StateDep, who: CallerDep,
     obj = {"apiVersion": API_VERSION, "kind": "SympoziumSchedule",
            "metadata": {"name": body.name, "annotations": who.stamp(SCHEDULES)}, "spec": spec}
     try:
-        return await _kube(state, state.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES,
-                           obj, action=f"create SympoziumSchedule {namespace}/{body.name}")
+        return await sympozium(state.kube, SCHEDULES).create(
+            namespace, obj, action=f"create SympoziumSchedule {namespace}/{body.name}")
     except Conflict as e:
         raise HTTPException(status_code=409,
                             detail=f'schedule "{body.name}" already exists in namespace "{namespace}"') from e
@@ -307,23 +307,25 @@ async def update_schedule(name: str, changes: ScheduleChanges, state: StateDep, 
         await _require_agent(state, namespace, given["agentRef"])
     # Validated against the object as read, written only if it is still that version; a concurrent
     # change (the bridge's finalizer or status) means read, merge and check again.
-    for attempt in range(5):
-        if attempt:
-            obj = await _read(state, namespace, name)
+
+    def changed(obj: dict[str, Any]) -> dict[str, Any]:
         merged = {**(obj.get("spec") or {}), **given}
-        _validate({k: v for k, v in merged.items() if v is not None})
-        body: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": given}
+        obj["spec"] = {k: v for k, v in merged.items() if v is not None}
+        _validate(obj["spec"])
         if set(given) - {"suspend"}:
             # What the schedule's runs are given changes: the caller becomes its author (models/authorship.py).
-            body["metadata"]["annotations"] = who.stamp(SCHEDULES)
-        try:
-            return await _kube(state, state.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace,
-                               SCHEDULES, name, body, action=f"update SympoziumSchedule {namespace}/{name}")
-        except NotFound as e:
-            raise _not_found(namespace, name) from e
-        except Conflict:
-            continue
-    raise HTTPException(status_code=409, detail=f"schedule {name} kept changing while it was updated; retry")
+            meta = obj["metadata"]
+            meta["annotations"] = {**(meta.get("annotations") or {}), **who.stamp(SCHEDULES)}
+        return obj
+
+    try:
+        stored = await sympozium(state.kube, SCHEDULES).update_with_retry(
+            (namespace, name), changed, first=obj, action=f"update SympoziumSchedule {namespace}/{name}")
+    except NotFound as e:
+        raise _not_found(namespace, name) from e
+    except Conflict as e:
+        raise HTTPException(status_code=409, detail=f"schedule {name} kept changing while it was updated; retry") from e
+    return stored if stored is not None else obj
 
 
 @router.delete("/{name}", status_code=204, responses={404: {"description": "no such schedule"}})
@@ -331,8 +333,8 @@ async def delete_schedule(name: str, state: StateDep, who: CallerDep, namespace:
     # The bridge's finalizer deletes the Temporal Schedule; the runs are owned by the object and go with it.
     await state.allow(who, "delete", SCHEDULES, namespace, name=name)
     try:
-        await _kube(state, state.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, SCHEDULES, name,
-                    action=f"delete SympoziumSchedule {namespace}/{name}")
+        await sympozium(state.kube, SCHEDULES).delete(namespace, name,
+                                                      action=f"delete SympoziumSchedule {namespace}/{name}")
     except NotFound as e:
         raise _not_found(namespace, name) from e
     return Response(status_code=204)

@@ -7,8 +7,9 @@ import re
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kube.settings import KubeSettings
 from models.authorship import TrustedComponents
-from models.settings import DEFAULT_AGENT_IMAGE, KubeSettings, TemporalSettings
+from models.settings import DEFAULT_AGENT_IMAGE, TemporalSettings
 
 
 class ApiSettings(BaseSettings):

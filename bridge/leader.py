@@ -19,7 +19,7 @@ from typing import Any
 
 from kubernetes import client
 
-from models.kube import Conflict, KubeError, NotFound, typed_errors
+from kube import Conflict, KubeError, NotFound, typed_errors
 from models.timestamps import rfc3339_micro
 
 log = logging.getLogger("agentrun.bridge.leader")

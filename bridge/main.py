@@ -35,23 +35,22 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrunner.otel import ExportConfigError
+from kube import Conflict, Kube, NotFound, finalizer_removed
+from kube.resources import sympozium
 from models import telemetry
 from models.agentrun import TERMINAL_PHASES
 from models.approvals import TOOL_VERDICT_ANNOTATION, TOOL_VERDICT_BY_ANNOTATION, parse_tool_annotation
 from models.gate import VERDICT_ANNOTATION, VERDICT_BY_ANNOTATION, parse_annotation
-from models.kube import Conflict, Kube, NotFound, finalizer_removed
 from models.model import MODELS
 from models.names import (
     AGENTRUNS,
     ANNOTATION_TICK,
     ANNOTATION_TRACEPARENT,
     ANNOTATION_WORKFLOW,
-    GROUP,
     LABEL_RUN,
     RUN_FINALIZER,
     SCHEDULES,
     UNVERIFIED,
-    VERSION,
 )
 from models.personas import ENSEMBLES, PERSONAPACKS
 from models.resolve import RunRef
@@ -114,7 +113,6 @@ class Bridge:
         self.api = api
         self.temporal = temporal
         self.kube = Kube(api, qps=settings.kube.qps, burst=settings.kube.burst)
-        self.custom = self.kube.custom
         self.batch = self.kube.batch
         self._signalled = Memo()  # Job uids whose end was signalled
         self._started = Memo()  # workflow IDs known to be started
@@ -138,11 +136,10 @@ class Bridge:
 
     def _custom(self, plural: str, ns: str) -> KindWatcher:
         """A watch of one of our kinds in a namespace ("" = all of them)."""
+        kind = sympozium(self.kube, plural)
         if ns:
-            return KindWatcher(self.custom.list_namespaced_custom_object, name=f"{plural}/{ns}", group=GROUP,
-                               version=VERSION, namespace=ns, plural=plural)
-        return KindWatcher(self.custom.list_cluster_custom_object, name=plural, group=GROUP, version=VERSION,
-                           plural=plural)
+            return KindWatcher(kind.list_fn(), name=f"{plural}/{ns}", namespace=ns)
+        return KindWatcher(kind.list_fn(all_namespaces=True), name=plural)
 
     def _watchers(self) -> list[tuple[KindWatcher, Any]]:
         out: list[tuple[KindWatcher, Any]] = []
@@ -327,8 +324,8 @@ class Bridge:
         leads from child to parent (the child is not a Temporal child workflow: each run's workflow is started
         by its own object, and a parent deleted first must not take the child's history with it)."""
         try:
-            obj = await self.kube.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, AGENTRUNS,
-                                       parent, action=f"read parent AgentRun {ns}/{parent}")
+            obj = await sympozium(self.kube, AGENTRUNS).get(
+                ns, parent, action=f"read parent AgentRun {ns}/{parent}")
             m = obj.get("metadata") or {}
             parent_wid = workflow_id(RunRef(namespace=ns, name=parent, uid=str(m.get("uid") or "")))
         except NotFound:
@@ -396,13 +393,11 @@ class Bridge:
 
         action = f"release AgentRun {ref.namespace}/{ref.name}"
         try:
-            obj: Any = await self.kube.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ref.namespace,
-                                            AGENTRUNS, ref.name, action=action)
+            obj: Any = await sympozium(self.kube, AGENTRUNS).get(ref.namespace, ref.name, action=action)
             patch = finalizer_removed(obj["metadata"], RUN_FINALIZER)
             if obj["metadata"]["uid"] != ref.uid or patch is None:
                 return
-            await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace, AGENTRUNS,
-                                 ref.name, patch, action=action)
+            await sympozium(self.kube, AGENTRUNS).patch(ref.namespace, ref.name, patch, action=action)
         except (NotFound, Conflict):
             pass  # gone already, or changed meanwhile: its next event brings it back here
 

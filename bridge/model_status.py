@@ -11,9 +11,9 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from models.kube import Kube, NotFound
+from kube import Kube, NotFound
+from kube.resources import sympozium
 from models.model import MODELS, NOT_OFFERED, not_offered_status
-from models.names import GROUP, VERSION
 from models.timestamps import rfc3339
 
 log = logging.getLogger("agentrun.bridge.models")
@@ -37,9 +37,9 @@ class ModelStatusSync:
         since = said.get("lastTransitionTime") if said is not None and said.get("status") == "False" else None
         status = not_offered_status(generation, since or rfc3339(datetime.now(UTC)))
         try:
-            await self.kube.call(self.kube.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
-                                 m["namespace"], MODELS, m["name"], {"status": status.wire()},
-                                 action=f"write status of Model {m['namespace']}/{m['name']}")
+            await sympozium(self.kube, MODELS).patch_status(
+                m["namespace"], m["name"], {"status": status.wire()},
+                action=f"write status of Model {m['namespace']}/{m['name']}")
         except NotFound:
             pass  # deleted meanwhile
         log.info("Model %s/%s: marked as not offered here", m["namespace"], m["name"])

@@ -19,10 +19,11 @@ import asyncio
 import logging
 from typing import Any
 
+from kube import BadRequest, Conflict, Forbidden, Invalid, Kube, NotFound
+from kube.resources import sympozium
 from models.base import FieldProblem
 from models.ensemble import InstalledPersona
-from models.kube import BadRequest, Conflict, Forbidden, Invalid, Kube, NotFound
-from models.names import AGENTS, GROUP, SCHEDULES, VERSION
+from models.names import AGENTS, SCHEDULES
 from models.personas import (
     ANNOTATION_STAMPED,
     ANNOTATION_STORED,
@@ -65,7 +66,6 @@ class Terminating(Exception):
 class PackSync:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self.custom = kube.custom
         # Every live pack (uid → kind, namespace, name), for the periodic resync: the bridge does not watch the
         # objects it stamps, so one deleted or replaced behind its back is put right within a resync interval.
         self._packs: dict[str, tuple[PackKind, str, str]] = {}
@@ -104,8 +104,8 @@ class PackSync:
         an older version than one already handled."""
         async with self._locks.setdefault(uid, asyncio.Lock()):
             try:
-                obj: Obj = await self.kube.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns,
-                                                PLURALS[kind], name, action=f"read {kind} {ns}/{name}")
+                obj: Obj = await sympozium(self.kube, PLURALS[kind]).get(
+                    ns, name, action=f"read {kind} {ns}/{name}")
             except NotFound:
                 return
             if obj["metadata"].get("uid") != uid or obj["metadata"].get("deletionTimestamp"):
@@ -142,8 +142,8 @@ class PackSync:
     async def _converge(self, pack: Pack, plural: str, desired: list[Obj]) -> dict[str, str]:
         """Make `pack`'s objects of one plural exactly `desired`; a problem per object that could not be."""
         ns, what = pack.namespace, f"{pack.kind} {pack.namespace}/{pack.name}"
-        listed = await self.kube.call(self.custom.list_namespaced_custom_object, GROUP, VERSION, ns, plural,
-                                      label_selector=pack_selector(pack), action=f"list {plural} of {what}")
+        listed = await sympozium(self.kube, plural).list(ns, label_selector=pack_selector(pack),
+                                                         action=f"list {plural} of {what}")
         existing = {o["metadata"]["name"]: o for o in listed.get("items") or [] if owned_by(o, pack)}
         problems: dict[str, str] = {}
         for want in desired:
@@ -164,9 +164,9 @@ class PackSync:
             if gone["metadata"].get("deletionTimestamp"):
                 continue
             try:
-                await self.kube.call(self.custom.delete_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
-                                     body={"preconditions": {"uid": gone["metadata"]["uid"]}},
-                                     action=f"delete {plural} {ns}/{name} no longer in {what}")
+                await sympozium(self.kube, plural).delete(
+                    ns, name, body={"preconditions": {"uid": gone["metadata"]["uid"]}},
+                    action=f"delete {plural} {ns}/{name} no longer in {what}")
                 log.info("deleted %s %s/%s (no longer in %s)", plural, ns, name, what)
             except (NotFound, Conflict):
                 pass  # gone already, or replaced by a new object of that name: not ours to delete
@@ -175,8 +175,8 @@ class PackSync:
     async def _create(self, plural: str, pack: Pack, want: Obj) -> str | None:
         ns, name = pack.namespace, want["metadata"]["name"]
         try:
-            stored = await self.kube.call(self.custom.create_namespaced_custom_object, GROUP, VERSION, ns, plural,
-                                          want, action=f"create {plural} {ns}/{name} for {pack.kind} {pack.name}")
+            stored = await sympozium(self.kube, plural).create(
+                ns, want, action=f"create {plural} {ns}/{name} for {pack.kind} {pack.name}")
             log.info("stamped out %s %s/%s for %s %s", plural, ns, name, pack.kind, pack.name)
             await self._record_stored(plural, stored, want)
             return None
@@ -185,8 +185,7 @@ class PackSync:
         except Conflict as e:
             if not e.already_exists:
                 raise
-        other = await self.kube.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, ns, plural, name,
-                                     action=f"read {plural} {ns}/{name}")
+        other = await sympozium(self.kube, plural).get(ns, name, action=f"read {plural} {ns}/{name}")
         if owned_by(other, pack):
             raise Conflict(f"create {plural} {ns}/{name}", "created meanwhile; handling the pack again")
         return f"{name} exists already and is not owned by {pack.kind} {pack.name}: it was left as it is"
@@ -201,9 +200,9 @@ class PackSync:
             **meta, "labels": {**(meta.get("labels") or {}), **want["metadata"]["labels"]},
             "annotations": {**(meta.get("annotations") or {}), **want["metadata"]["annotations"]}}}
         try:
-            stored = await self.kube.call(self.custom.replace_namespaced_custom_object, GROUP, VERSION,
-                                          meta["namespace"], plural, meta["name"], body,
-                                          action=f"update {plural} {meta['namespace']}/{meta['name']}")
+            stored = await sympozium(self.kube, plural).replace(
+                meta["namespace"], meta["name"], body,
+                action=f"update {plural} {meta['namespace']}/{meta['name']}")
         except REFUSED as e:
             return f"{meta['name']} was refused: {e.message}"
         log.info("updated %s %s/%s to match its pack", plural, meta["namespace"], meta["name"])
@@ -220,10 +219,10 @@ class PackSync:
         if (meta.get("annotations") or {}).get(ANNOTATION_STORED) == note[ANNOTATION_STORED]:
             return  # kept whole (the usual case): the note written with it holds
         try:
-            await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, meta["namespace"],
-                                 plural, meta["name"], {"metadata": {"resourceVersion": meta["resourceVersion"],
-                                                                     "annotations": note}},
-                                 action=f"annotate {plural} {meta['namespace']}/{meta['name']}")
+            await sympozium(self.kube, plural).patch(
+                meta["namespace"], meta["name"],
+                {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": note}},
+                action=f"annotate {plural} {meta['namespace']}/{meta['name']}")
         except (NotFound, Conflict):
             pass
         except REFUSED as e:  # the object is as the pack wants it; without the note it is only rewritten again
@@ -248,8 +247,8 @@ class PackSync:
         if all(current.get(k) == v for k, v in status.items()):
             return  # our own status write comes back as an event: nothing changed, nothing to write
         try:
-            await self.kube.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
-                                 meta["namespace"], PLURALS[kind], meta["name"], {"status": status},
-                                 action=f"write status of {kind} {meta['namespace']}/{meta['name']}")
+            await sympozium(self.kube, PLURALS[kind]).patch_status(
+                meta["namespace"], meta["name"], {"status": status},
+                action=f"write status of {kind} {meta['namespace']}/{meta['name']}")
         except NotFound:
             pass  # deleted meanwhile

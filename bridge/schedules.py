@@ -29,14 +29,16 @@ from temporalio.client import (
 from temporalio.client import ScheduleSpec as TemporalSpec
 from temporalio.service import RPCError, RPCStatusCode
 
+from kube import Conflict, Kube, KubeError, NotFound, finalizer_added, finalizer_removed
+from kube.resources import sympozium
 from models.base import FieldProblem, parse
-from models.kube import Conflict, Kube, KubeError, NotFound, finalizer_added, finalizer_removed
-from models.names import GROUP, SCHEDULE_FINALIZER, SCHEDULES, VERSION
+from models.names import SCHEDULE_FINALIZER, SCHEDULES
 from models.schedule import (
     ScheduledTick,
     SchedulePlan,
     ScheduleRef,
     ScheduleSpec,
+    ScheduleStatus,
     plan_schedule,
     temporal_schedule_id,
     tick_workflow_id,
@@ -81,7 +83,6 @@ def temporal_schedule(ref: ScheduleRef, plan: SchedulePlan, *, task_queue: str) 
 class ScheduleSync:
     def __init__(self, kube: Kube, temporal: Client, *, task_queue: str) -> None:
         self.kube = kube
-        self.custom = kube.custom
         self.temporal = temporal
         self.task_queue = task_queue
         # (uid, generation) already mirrored by this process; status writes do not bump generation.
@@ -109,15 +110,15 @@ class ScheduleSync:
         except FieldProblem as p:
             # Nothing may tick for an invalid schedule, including an earlier valid version of it.
             await self._delete_temporal(ref)
-            await self._write_status(ref, {"phase": "Error", "message": str(p), "nextRunTime": None,
-                                           "observedGeneration": key[1]})
+            await self._write_status(ref, ScheduleStatus(phase="Error", message=str(p), next_run_time=None,
+                                                         observed_generation=key[1]))
             self._synced.add(key)
             log.info("schedule %s/%s is invalid: %s", ref.namespace, ref.name, p)
             return
         schedule = temporal_schedule(ref, plan, task_queue=self.task_queue)
         sid = temporal_schedule_id(ref)
-        status = obj.get("status") or {}
-        never_ran = not status.get("lastRunTime") and not status.get("totalRuns")
+        status = ScheduleStatus.of(obj)
+        never_ran = not status.last_run_time and not status.total_runs
         try:
             handle = await self.temporal.create_schedule(
                 sid, schedule, trigger_immediately=plan.trigger_immediately and never_ran and not plan.paused)
@@ -132,9 +133,9 @@ class ScheduleSync:
             log.info("updated Temporal Schedule %s", sid)
         desc = await handle.describe()
         times = desc.info.next_action_times
-        await self._write_status(ref, {
-            "phase": "Suspended" if plan.paused else "Active", "message": None,
-            "nextRunTime": rfc3339(times[0]) if times and not plan.paused else None, "observedGeneration": key[1]})
+        await self._write_status(ref, ScheduleStatus(
+            phase="Suspended" if plan.paused else "Active", message=None,
+            next_run_time=rfc3339(times[0]) if times and not plan.paused else None, observed_generation=key[1]))
         self._synced.add(key)
 
     async def resync(self, interval: float) -> None:
@@ -151,8 +152,8 @@ class ScheduleSync:
                                 obj["metadata"]["name"], e)
 
     async def _resync_one(self, uid: str, obj: dict[str, Any]) -> None:
-        status = obj.get("status") or {}
-        if status.get("phase") not in ("Active", "Suspended"):
+        status = ScheduleStatus.of(obj)
+        if status.phase not in ("Active", "Suspended"):
             return
         ref = ref_of(obj)
         try:
@@ -167,8 +168,8 @@ class ScheduleSync:
         times = desc.info.next_action_times
         paused = desc.schedule.state.paused
         next_run = rfc3339(times[0]) if times and not paused else None
-        if next_run != status.get("nextRunTime"):
-            await self._write_status(ref, {"nextRunTime": next_run})
+        if next_run != status.next_run_time:
+            await self._write_status(ref, ScheduleStatus(next_run_time=next_run))
 
     async def _delete(self, ref: ScheduleRef, obj: dict[str, Any] | None) -> None:
         await self._delete_temporal(ref)
@@ -178,8 +179,9 @@ class ScheduleSync:
         if patch is None:
             return
         try:
-            await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, ref.namespace, SCHEDULES,
-                                 ref.name, patch, action=f"release SympoziumSchedule {ref.namespace}/{ref.name}")
+            await sympozium(self.kube, SCHEDULES).patch(
+                ref.namespace, ref.name, patch,
+                action=f"release SympoziumSchedule {ref.namespace}/{ref.name}")
             log.info("released schedule %s/%s", ref.namespace, ref.name)
         except (NotFound, Conflict):
             pass  # gone, or changed meanwhile: the newer version arrives as its own event
@@ -199,17 +201,18 @@ class ScheduleSync:
         if patch is None:
             return True
         try:
-            await self.kube.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, m["namespace"],
-                                 SCHEDULES, m["name"], patch,
-                                 action=f"add finalizer to SympoziumSchedule {m['namespace']}/{m['name']}")
+            await sympozium(self.kube, SCHEDULES).patch(
+                m["namespace"], m["name"], patch,
+                action=f"add finalizer to SympoziumSchedule {m['namespace']}/{m['name']}")
         except (Conflict, NotFound):
             return False
         return True
 
-    async def _write_status(self, ref: ScheduleRef, fields: dict[str, Any]) -> None:
+    async def _write_status(self, ref: ScheduleRef, status: ScheduleStatus) -> None:
+        """A merge patch of the fields `status` was given (None removes one)."""
         try:
-            await self.kube.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, ref.namespace,
-                                 SCHEDULES, ref.name, {"status": fields},
-                                 action=f"write status of SympoziumSchedule {ref.namespace}/{ref.name}")
+            await sympozium(self.kube, SCHEDULES).patch_status(
+                ref.namespace, ref.name, {"status": status.fields()},
+                action=f"write status of SympoziumSchedule {ref.namespace}/{ref.name}")
         except NotFound:
             pass

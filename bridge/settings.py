@@ -5,9 +5,10 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kube.settings import KubeSettings
 from models.names import WEBHOOK_CONFIGURATION
 from models.prune import DEFAULT_RUN_HISTORY_LIMIT, PRUNE_SCHEDULE_ID
-from models.settings import HealthSettings, KubeSettings, TemporalSettings
+from models.settings import HealthSettings, TemporalSettings
 
 
 class PruneSettings(BaseModel):

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kube import Conflict, Kube, NotFound
+from kube.resources import sympozium
 from models.base import FieldProblem, parse
-from models.kube import Conflict, Kube, NotFound
-from models.names import API_VERSION, GROUP, LABEL_MANAGED, MANAGED_BY, VERSION
+from models.names import API_VERSION, LABEL_MANAGED, MANAGED_BY
 from models.run import ConditionType, Reason
 from models.skillpack import SkillPackSpec, skill_files, skill_pack_notes, skill_pack_warnings
 from models.skills import SKILLPACKS
@@ -41,7 +42,7 @@ def config_map(obj: dict[str, Any], spec: SkillPackSpec) -> dict[str, Any]:
 class SkillPackSync:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self.core, self.custom = kube.core, kube.custom
+        self.core = kube.core
 
     async def on_skill_pack(self, typ: str, obj: dict[str, Any]) -> None:
         m = obj.get("metadata") or {}
@@ -103,8 +104,8 @@ class SkillPackSync:
                 {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status["conditions"]]:
             return  # as it is: writing it again would only wake this watch
         try:
-            await self.kube.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, m["namespace"],
-                                 SKILLPACKS, m["name"], {"status": status},
-                                 action=f"write status of SkillPack {m['namespace']}/{m['name']}")
+            await sympozium(self.kube, SKILLPACKS).patch_status(
+                m["namespace"], m["name"], {"status": status},
+                action=f"write status of SkillPack {m['namespace']}/{m['name']}")
         except NotFound:
             pass

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from kubernetes import client
 
-from models.kube import Forbidden, Kube, NotFound
+from kube import Forbidden, Kube, NotFound
 from models.names import ADMISSION_MUTATE_PATH, GROUP
 
 log = logging.getLogger("agentrun.bridge.verdicts")

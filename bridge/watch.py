@@ -1,6 +1,6 @@
 """One long-lived Kubernetes list + watch per kind, delivered into asyncio.
 
-The loop is the reflector of `models/listwatch.py`, shared with the worker's informer and the API's run watch: a
+The loop is the reflector of `kube/listwatch.py`, shared with the worker's informer and the API's run watch: a
 list, then watches from its resourceVersion, resumed from the last event or bookmark, and a fresh list after 410
 Gone or any error. The bridge keeps no view of its own: each listed object is handed on as ADDED (which is how it
 reconciles everything it missed while down or while the watch was broken), and each event as it comes, as plain
@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from models.listwatch import ListWatch, Obj
+from kube.listwatch import ListWatch, Obj
 
 log = logging.getLogger("agentrun.bridge.watch")
 

@@ -30,7 +30,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from models.kube import Conflict, KubeError, NotFound, kube_error
+from kube import Conflict, KubeError, NotFound, kube_error
 
 from .errors import CliError
 from .runs import Session

@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 from kubernetes import watch
 
+from kube import Gone, typed_errors
 from models.agentrun import TERMINAL_PHASES
-from models.kube import Gone, typed_errors
 from models.names import AGENTRUNS, GROUP, VERSION
 from models.timestamps import parse_rfc3339
 

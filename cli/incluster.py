@@ -25,7 +25,7 @@ from typing import Any
 
 from kubernetes import client, config
 
-from models.kube import Conflict, typed_errors
+from kube import Conflict, typed_errors
 from worker.settings import DEFAULT_AGENT_IMAGE
 
 ROOT = Path(__file__).resolve().parent.parent

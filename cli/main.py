@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from urllib3.exceptions import HTTPError
 
-from models.kube import KubeError, NotFound, kube_error, typed_errors
+from kube import KubeError, NotFound, kube_error, typed_errors
 from models.names import AGENTRUNS, GROUP, VERSION
 from models.process import run_main
 from models.settings import TemporalSettings

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes import client
 
-from models.kube import Conflict, typed_errors
+from kube import Conflict, typed_errors
 from models.roles import APPROVER, EDITOR, VIEWER, cluster_roles
 
 ALL = (VIEWER, EDITOR, APPROVER)

@@ -21,9 +21,9 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.config import ConfigException
 
+from kube import Gone, NotFound, typed_errors
 from models import run_logs
 from models.agentrun import TERMINAL_PHASES
-from models.kube import Gone, NotFound, typed_errors
 from models.names import (
     AGENTRUNS,
     AGENTS,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from models.schedule import ScheduleStatus
+
 from . import output
 from .api import Api, ApiError
 
@@ -61,12 +63,12 @@ def get_schedule(api: Api, namespace: str, name: str, *, fmt: str = "yaml") -> i
 
 def _summary(obj: dict[str, Any]) -> dict[str, Any]:
     """A schedule object (what GET answers for one) as the list's summary fields."""
-    meta, spec, st = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    meta, spec, st = obj.get("metadata") or {}, obj.get("spec") or {}, ScheduleStatus.of(obj)
     return {"name": meta.get("name", ""), "agent": str(spec.get("agentRef") or ""),
             "schedule": str(spec.get("schedule") or ""), "timezone": str(spec.get("timezone") or "UTC"),
-            "suspend": bool(spec.get("suspend")), "phase": st.get("phase"), "message": st.get("message"),
-            "last_run_time": st.get("lastRunTime"), "next_run_time": st.get("nextRunTime"),
-            "last_run_name": st.get("lastRunName"), "total_runs": int(st.get("totalRuns") or 0)}
+            "suspend": bool(spec.get("suspend")), "phase": st.phase, "message": st.message,
+            "last_run_time": st.last_run_time, "next_run_time": st.next_run_time, "last_run_name": st.last_run_name,
+            "total_runs": st.total_runs}
 
 
 def set_suspend(api: Api, namespace: str, name: str, *, suspend: bool) -> int:

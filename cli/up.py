@@ -25,11 +25,11 @@ import yaml
 from kubernetes import client, config
 
 from api.auth import parse_tokens
+from kube import Conflict, typed_errors
 from localkube.certs import ensure_client_tls, ensure_tls
 from localkube.server import ADMIN
 from models.codec import SIGNING_KEYS_HEADER, ensure_key_file
 from models.crds import all_crds
-from models.kube import Conflict, typed_errors
 
 from . import incluster, roles, webhooks
 from .stack import (

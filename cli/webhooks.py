@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
-from models.kube import Conflict, typed_errors
+from kube import Conflict, typed_errors
 from models.names import (
     ADMISSION_AGENTS_PATH,
     ADMISSION_AUTHORS_MUTATE_PATH,

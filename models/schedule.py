@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
 from .base import FieldProblem, K8sModel
 from .bounds import TASK_MAX_BYTES, text_schema
@@ -48,6 +48,26 @@ class ScheduleStatus(K8sModel):
     message: str | None = None
     observed_generation: int | None = None
     conditions: list[dict[str, str]] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, obj: dict[str, Any]) -> ScheduleStatus:
+        """The status of a schedule object as read; a field that does not fit (written by someone else) reads as
+        unset rather than failing the reader."""
+        raw = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as e:
+            bad = {str(err["loc"][0]) for err in e.errors() if err["loc"]}
+            return cls.model_validate({k: v for k, v in (raw or {}).items() if k not in bad})
+
+    def fields(self) -> dict[str, Any]:
+        """The fields this status was given, camelCase, None included: a merge patch's null removes a field (a
+        `nextRunTime` that no longer applies)."""
+        return self.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+    def merged_into(self, stored: dict[str, Any]) -> dict[str, Any]:
+        """A stored status with these fields written over it, as a merge patch of them would leave it."""
+        return {k: v for k, v in {**stored, **self.fields()}.items() if v is not None}
 
 
 class ScheduleRef(BaseModel):

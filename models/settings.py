@@ -1,4 +1,4 @@
-"""The connection settings every process shares: Temporal, Kubernetes, NATS, health.
+"""The connection settings every process shares: Temporal, NATS, health (Kubernetes: kube/settings.py).
 
 Each process (worker, bridge, API, CLI) has a settings class of its own (`worker/settings.py`,
 `bridge/settings.py`, `api/settings.py`) composed of these groups, so a deployment sets exactly the
@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, model_validator
 
 if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
     from temporalio.client import Client
     from temporalio.converter import DataConverter
     from temporalio.runtime import Runtime
@@ -194,29 +193,6 @@ class TemporalSettings(BaseModel):
                 raise
             raise TemporalUnreachable(f"cannot reach Temporal at {self.address} (namespace {self.namespace}): "
                                       f"{str(e).removeprefix('Failed client connect: ')}") from None
-
-
-class KubeSettings(BaseModel):
-    # Empty: in-cluster config when running in a pod, else the default kubeconfig (KUBECONFIG).
-    kubeconfig: str = ""
-    qps: float = 50.0
-    burst: int = 100
-
-    def api_client(self, *, user_agent: str = "") -> ApiClient:
-        """A client whose User-Agent names the process, so the API server's audit log tells them apart."""
-        from kubernetes import client, config
-
-        if self.kubeconfig:
-            api = config.new_client_from_config(self.kubeconfig)
-        else:
-            try:
-                config.load_incluster_config()
-                api = client.ApiClient()
-            except config.ConfigException:
-                api = config.new_client_from_config()
-        if user_agent:
-            api.user_agent = user_agent
-        return api
 
 
 class NatsSettings(BaseModel):

@@ -19,10 +19,10 @@ from activities.prune import PruneActivities
 from activities.schedules import ScheduleActivities
 from activities.slots import SlotActivities
 from agentrunner.otel import ExportConfigError
+from kube import Kube
+from kube.informer import Informer
 from models import pricing, telemetry
 from models.codec import EncryptionCodec
-from models.informer import Informer
-from models.kube import Kube
 from models.search_attributes import (
     SearchAttributeConflict,
     SearchAttributesRefused,

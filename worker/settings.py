@@ -9,8 +9,9 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kube.settings import KubeSettings
 from models.run_logs import DEFAULT_KEEP_LOG_BYTES
-from models.settings import DEFAULT_AGENT_IMAGE, HealthSettings, KubeSettings, NatsSettings, TemporalSettings
+from models.settings import DEFAULT_AGENT_IMAGE, HealthSettings, NatsSettings, TemporalSettings
 
 __all__ = ["DEFAULT_AGENT_IMAGE", "KubeSettings", "TemporalSettings", "WorkerSettings"]
 

@@ -17,9 +17,10 @@ import yaml
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from kube import NotFound
+from kube.resources import sympozium
 from models.evaluate import agent_name_of, builtin_policy
-from models.kube import NotFound
-from models.names import AGENTS, GROUP, POLICIES, VERSION
+from models.names import AGENTS, POLICIES
 from models.policy import TEMPLATES
 
 from ..deps import Namespace, State, StateDep
@@ -73,8 +74,7 @@ def as_yaml(value: Any) -> str:
 
 async def _list(state: State, namespace: str, plural: str) -> list[Obj]:
     try:
-        items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
-                                      action=f"list {plural} in {namespace}")
+        items = await sympozium(state.kube, plural).list(namespace, action=f"list {plural} in {namespace}")
     except NotFound:  # a kind the cluster does not serve (the legacy one's CRD not installed)
         return []
     return sorted(cast(list[Obj], items.get("items") or []), key=lambda o: str(o["metadata"]["name"]))
@@ -83,8 +83,8 @@ async def _list(state: State, namespace: str, plural: str) -> list[Obj]:
 async def _read(state: State, namespace: str, plurals: tuple[str, ...], name: str, what: str) -> tuple[Obj, str]:
     for plural in plurals:
         try:
-            obj = await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural,
-                                        name, action=f"read {plural} {namespace}/{name}")
+            obj = await sympozium(state.kube, plural).get(
+                namespace, name, action=f"read {plural} {namespace}/{name}")
             return cast(Obj, obj), plural
         except NotFound:
             continue

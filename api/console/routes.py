@@ -22,10 +22,11 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from markupsafe import escape
 
+from kube import Kube, KubeError, NotFound
+from kube.resources import sympozium
 from models.agentrun import PHASES, TERMINAL_PHASES
 from models.evaluate import AGENT_PLURALS, agent_name_of
-from models.kube import Kube, KubeError, NotFound
-from models.names import AGENTRUNS, AGENTS, GROUP, VERSION
+from models.names import AGENTRUNS, AGENTS
 
 from .. import runops
 from ..access import Ask, Denied
@@ -169,8 +170,7 @@ async def runs_in(state: State, who: Caller, namespace: str) -> list[dict[str, A
     watch = state.runwatch
     if watch.synced:
         return cast(list[dict[str, Any]], watch.list(namespace))
-    items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, AGENTRUNS,
-                                  action=f"list AgentRuns in {namespace}")
+    items = await sympozium(state.kube, AGENTRUNS).list(namespace, action=f"list AgentRuns in {namespace}")
     return cast(list[dict[str, Any]], items.get("items", []))
 
 
@@ -301,8 +301,7 @@ async def agent_names(state: State, who: Caller, namespace: str) -> list[str]:
     for plural in AGENT_PLURALS:
         if not await state.access.allowed(who, Ask("list", plural, namespace)):
             continue
-        items = await state.kube.call(state.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
-                                      action=f"list {plural} in {namespace}")
+        items = await sympozium(state.kube, plural).list(namespace, action=f"list {plural} in {namespace}")
         names.update(str(o["metadata"]["name"]) for o in items.get("items", []))
     return sorted(names)
 
@@ -363,8 +362,8 @@ async def run_context(state: State, who: Caller, namespace: str, name: str) -> d
     model = str((spec.get("model") or {}).get("model") or (spec.get("model") or {}).get("name") or "")
     if not model:
         with contextlib.suppress(KubeError):
-            agent = await state.kube.call(state.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
-                                          AGENTS, agent_name_of(obj), action="read the run's Agent")
+            agent = await sympozium(state.kube, AGENTS).get(namespace, agent_name_of(obj),
+                                                            action="read the run's Agent")
             default = (((agent.get("spec") or {}).get("agents") or {}).get("default") or {}).get("model")
             model = f"{default} (the Agent's default)" if default else ""
     ui = state.settings.temporal_ui_url.rstrip("/")

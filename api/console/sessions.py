@@ -62,7 +62,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from models.kube import Kube, KubeError, NotFound
+from kube import Kube, KubeError, NotFound
 from models.names import LABEL_MANAGED
 
 from ..auth import ANONYMOUS, Authenticator, Caller, Unauthenticated

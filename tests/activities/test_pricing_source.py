@@ -6,7 +6,7 @@ from __future__ import annotations
 from kubernetes import client
 
 from activities.pricing import PriceSource
-from models.kube import Kube
+from kube import Kube
 from models.pricing import DATA_KEY
 from models.steps import Metrics, ModelTokens, Pricing
 

@@ -13,8 +13,8 @@ from kubernetes import client, config
 from api.access import Access, Ask, Denied
 from api.auth import ANONYMOUS, Caller
 from cli.roles import bind, ensure_roles, group, user
+from kube import Kube
 from localkube.testing import Handle
-from models.kube import Kube
 from models.roles import APPROVER, VIEWER
 
 

@@ -12,8 +12,8 @@ from kubernetes import client
 
 from api.runwatch import RunEvent, RunWatch, Subscription
 from cli.up import install_crds
+from kube import Kube
 from localkube.testing import Handle
-from models.kube import Kube
 from models.names import AGENTRUNS, API_VERSION, GROUP, VERSION
 from tests.waiting import wait_for_async
 

@@ -11,8 +11,8 @@ from temporalio.client import Client
 from bridge.schedules import ScheduleSync
 from cli.stack import free_port
 from cli.up import install_crds
+from kube import Kube
 from localkube.testing import Handle
-from models.kube import Kube
 from models.names import GROUP, VERSION
 
 PLURAL = "sympoziumschedules"

@@ -65,7 +65,7 @@ NEEDS: dict[str, set[tuple[str, str, str]]] = {
     },
     "api": {
         *(("sympozium.ai", "agentruns", v) for v in ("get", "list", "watch", "create", "delete")),  # runwatch
-        # read, and listed + watched for a verdict's authority (models/informer.py with kinds=DEFINITIONS)
+        # read, and listed + watched for a verdict's authority (kube/informer.py with kinds=DEFINITIONS)
         *(("sympozium.ai", r, v) for r in ("agents", "sympoziuminstances", "sympoziumpolicies")
           for v in ("get", "list", "watch")),
         *(("sympozium.ai", "sympoziumschedules", v) for v in ("get", "list", "create", "patch", "delete")),

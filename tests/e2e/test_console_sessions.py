@@ -36,7 +36,7 @@ from api.console.sessions import (
     unseal,
 )
 from cli.stack import free_port
-from models.kube import Kube
+from kube import Kube
 from tests.e2e.conftest import API_TOKENS, Stack, api_process
 
 ALICE = next(t for t, who in API_TOKENS.items() if who == "alice@example.com")

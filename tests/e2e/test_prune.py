@@ -33,7 +33,7 @@ from activities.prune import PruneActivities
 from bridge.prune import ensure_prune_schedule, keep_prune_schedule
 from bridge.settings import BridgeSettings, PruneSettings
 from cli.stack import TemporalDevServer, free_port
-from models.kube import Kube
+from kube import Kube
 from models.prune import PRUNE_SCHEDULE_ID, AgentHistory, PruneRequest, PruneSummary
 from models.settings import TemporalSettings
 from tests.e2e.conftest import TERMINAL, Stack, agent, agent_run

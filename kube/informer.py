@@ -1,7 +1,7 @@
 """A worker's shared view of the runs' Jobs and pods, and of the Agents and policies runs resolve
 against: one list + watch per kind and namespace.
 
-In the manner of client-go's informers (the loop is models/listwatch.py): each stream lists
+In the manner of client-go's informers (the loop is kube/listwatch.py): each stream lists
 (replacing what it held), then watches from the list's resourceVersion, goes on from the last
 event's (or bookmark's) version when a watch ends, and lists again after 410 Gone or any failure.
 The AgentRun steps answer their looks at a Job from here (is it finished, which hook runs, which pod), so a run waiting on a Job costs no request
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import json
 import logging
 import threading
@@ -35,9 +34,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from models.kube import Kube
-from models.listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
 from models.names import GROUP, LABEL_RUN, VERSION
+
+from .client import Kube
+from .listwatch import WATCH_SECONDS, ListWatch, without_managed_fields
+from .resources import Resource
 
 log = logging.getLogger("agentrun.worker.informer")
 
@@ -149,9 +150,7 @@ class Informer:
                 {"jobs": kube.batch.list_namespaced_job, "pods": kube.core.list_namespaced_pod} if ns else
                 {"jobs": kube.batch.list_job_for_all_namespaces, "pods": kube.core.list_pod_for_all_namespaces})
             for plural in DEFINITIONS:
-                lists[plural] = (functools.partial(kube.custom.list_namespaced_custom_object, GROUP, VERSION,
-                                                   plural=plural) if ns else
-                                 functools.partial(kube.custom.list_cluster_custom_object, GROUP, VERSION, plural))
+                lists[plural] = Resource(kube, GROUP, VERSION, plural).list_fn(all_namespaces=not ns)
             self._streams += [_Stream(self, kind, ns, lists[kind]) for kind in kinds]
 
     def start(self) -> None:

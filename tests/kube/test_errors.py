@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import application_error, kube_activity
 from api.errors import http_status
-from models.kube import (
+from kube import (
     BadRequest,
     ClientError,
     Conflict,

@@ -12,9 +12,9 @@ import pytest
 from kubernetes import client
 
 from cli.up import install_crds
+from kube import Kube
+from kube.informer import Informer, ended_at
 from localkube.testing import Handle
-from models.informer import Informer, ended_at
-from models.kube import Kube
 from models.names import LABEL_RUN
 from tests.waiting import wait_for
 

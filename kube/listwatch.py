@@ -1,10 +1,10 @@
 """The list-then-watch loop of client-go's reflector, shared by the worker's view of Jobs, pods and definitions
-(models/informer.py) and the API's view of runs (api/runwatch.py).
+(kube/informer.py), the bridge's watches (bridge/watch.py) and the API's view of runs (api/runwatch.py).
 
 One thread per stream: list (the stream replaces what it held of its scope), watch from the list's
 resourceVersion, go on from the last event's (or bookmark's) version when a watch ends (a watch is renewed every
 `watch_seconds` even when nothing happens), and list again after 410 Gone or any failure, with backoff. The watch
-is read as JSON (`models.kube.watch_events`) and objects stay plain dicts; where they go is the subclass's
+is read as JSON (`watch_events` below) and objects stay plain dicts; where they go is the subclass's
 (`replace` after a list, `apply` for each event), called on the stream's thread.
 """
 
@@ -14,14 +14,42 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from .kube import Gone, KubeError, NotFound, typed_errors, watch_events
+from kubernetes.client.rest import ApiException
+
+from .errors import Gone, KubeError, NotFound, kube_error, typed_errors
 
 WATCH_SECONDS = 300  # by default a watch is renewed this often (from where it was) even when nothing happens
 
 Obj = dict[str, Any]
+
+
+def watch_events(list_fn: Callable[..., Any], *, action: str, opened: Callable[[Any], None] | None = None,
+                 **args: Any) -> Iterator[dict[str, Any]]:
+    """One watch, read as JSON: each event (`type`, `object` as a plain dict; BOOKMARKs included) until the
+    server ends it. An ERROR event raises its typed error (410 Gone: list again). Call `list_fn` as for a
+    list (`timeout_seconds`, `resource_version`, selectors); the response is released at the end.
+    `opened` is handed the streaming response (whose `shutdown()` ends a read that waits for an event)."""
+    from kubernetes.watch.watch import iter_resp_lines
+
+    with typed_errors(action):
+        resp = list_fn(watch=True, _preload_content=False, **args)
+        if opened is not None:
+            opened(resp)
+        try:
+            for line in iter_resp_lines(resp):
+                if not line.strip():
+                    continue
+                ev = json.loads(line)
+                if ev.get("type") == "ERROR":
+                    status = ev.get("object") or {}
+                    raise kube_error(ApiException(status=int(status.get("code") or 0),
+                                                  reason=str(status.get("message") or "")), action=action)
+                yield ev
+        finally:
+            resp.release_conn()
 
 
 def without_managed_fields(obj: Obj) -> Obj:
