@@ -18,6 +18,11 @@ class Made:
     def __init__(self) -> None:
         self.jobs: list[JobRef] = []
         self.workspace_uid: str | None = None  # once a step made (or found) the workspace
+        self.cleaned = False  # cleaned up (and released) as the gate began to wait: nothing left to remove
+
+    def cleaned_up(self) -> None:
+        """Everything made so far was removed: a later cleanup (a kill) starts from nothing known."""
+        self.jobs, self.workspace_uid, self.cleaned = [], None, True
 
     def started(self, started: JobStarted) -> None:
         """A step started a Job (and perhaps made the workspace)."""

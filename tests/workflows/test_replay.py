@@ -77,6 +77,18 @@ def test_the_v7_shapes_close_with_their_run_and_a_failed_run_fails() -> None:
     assert "workflowExecutionFailedEventAttributes" in failed[-1], failed[-1].keys()
 
 
+def test_the_v8_gate_history_is_cleaned_up_before_the_verdict_and_ends_with_its_status_alone() -> None:
+    """Recorded with patch cleanup-before-gate-wait: the cleanup step ran before the verdict's signal, and the
+    verdict's one step is the final status write."""
+    events = json.loads(TEXTS["v8-gate-approved-after-cleanup"])["events"]
+    assert any('"id":"cleanup-before-gate-wait"' in p for p in _patches("v8-gate-approved-after-cleanup"))
+    steps = [e["activityTaskScheduledEventAttributes"]["activityType"]["name"] if
+             "activityTaskScheduledEventAttributes" in e else "signal"
+             for e in events if "activityTaskScheduledEventAttributes" in e
+             or "workflowExecutionSignaledEventAttributes" in e]
+    assert steps[-3:] == ["clean_up", "signal", "update_status"], steps
+
+
 @pytest.mark.parametrize("name", sorted(TEXTS))
 async def test_recorded_history_replays(name: str, spans: SpanCollector) -> None:
     """With Temporal's OpenTelemetry interceptor, as the worker runs them (its spans add headers, never commands),
