@@ -18,7 +18,8 @@ and `gateTimeout: 24h`, so it waits in PostRunning with `status.gate.state: pend
 A run counts as parked once a watch has seen `status.gate.state: pending` on the AgentRun and its
 postRun Job Complete. Then:
 
-1. Verdict latency: `--runs` runs, at most `--concurrency` in flight; each is approved through
+1. Verdict latency: `--runs` runs, at most `--concurrency` in flight (`--runs 20 --concurrency 20`: one batch of
+   20 verdicts, the issue's measure for `verdict_p50_s`); each is approved through
    the API once parked and once its workflow's `status` query says it waits for a verdict; the
    latency is the API call → the watch seeing `status.phase: Succeeded` with
    `gateVerdict: approved` (the terminal status written). The API call's own time (it answers 200
@@ -37,7 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -67,11 +67,15 @@ from bench.runs import (
     _percentile,
     _proc_status,
     _requests_line,
+    common_args,
+    first_figures,
+    load_at_end,
     print_figures,
+    put_away,
 )
 from cli.roles import bind, ensure_roles, user
 from cli.stack import stop_process
-from worker.settings import KubeSettings, WorkerSettings
+from worker.settings import WorkerSettings
 
 T = TypeVar("T")
 TOKEN, IDENTITY = "bench-token", "bench-approver"
@@ -94,12 +98,27 @@ def _lat(values: list[float]) -> str:
             f"max {max(values):5.2f} s")
 
 
-class GateTracker:
-    """What two watches saw (AgentRuns and Jobs in the bench namespace), with perf_counter times."""
+class Seen:
+    """What a bench's watches saw, under one condition variable that its threads wait on."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.phase: dict[str, str] = {}
+
+    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(predicate, timeout=timeout)
+
+    def count(self, predicate: Callable[[str], bool], names: list[str]) -> int:
+        with self.cond:
+            return sum(1 for n in names if predicate(n))
+
+
+class GateTracker(Seen):
+    """What two watches saw (AgentRuns and Jobs in the bench namespace), with perf_counter times."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self.gate: dict[str, str] = {}
         self.verdict: dict[str, str] = {}
         self.workflow_id: dict[str, str] = {}
@@ -166,14 +185,6 @@ class GateTracker:
         job = self.post_job.get(name)
         done = self.job_done.get(job) if job else None
         return done is not None and not done[0]
-
-    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(predicate, timeout=timeout)
-
-    def count(self, predicate: Callable[[str], bool], names: list[str]) -> int:
-        with self.cond:
-            return sum(1 for n in names if predicate(n))
 
 
 class TemporalQueries:
@@ -262,6 +273,20 @@ class Api:
     def stop(self) -> None:
         self.http.close()
         stop_process(self.proc)
+
+
+def peak_rss(stack: Stack, api: Api) -> None:
+    rss = ", ".join(f"{name} {max(_proc_status(pid, 'VmHWM'), stack.peak_rss.get(name, 0.0)):.0f}"
+                    for name, pid in stack.pids().items())
+    print(f"RSS MB peak: {rss}, api {_proc_status(api.proc.pid, 'VmHWM'):.0f}")
+
+
+def stop_all(stack: Stack, api: Api | None, queries: TemporalQueries | None) -> None:
+    if queries is not None:
+        queries.close()
+    if api is not None:
+        api.stop()
+    stack.stop()
 
 
 def _create(custom: Any, name: str) -> None:
@@ -474,6 +499,7 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     print("  CPU ms per approved run: " + ", ".join(f"{k} {ms:.0f}" for k, ms in spent.items()))
     print("  Kubernetes API requests per approved run (to the terminal status and the cleanup so far): "
           + _requests_line(counts, max(len(todo), 1), "requests"))
+    figures["approve_k8s_requests_per_run"] = sum(counts.values()) / max(len(todo), 1)
     figures["approve_cpu_ms_per_run"] = sum(spent.values())
     figures["approve_worker_cpu_ms_per_run"] = spent.get("worker")
     figures["approve_all_runs_per_s"] = len(approved) / max(last, 1e-9)
@@ -493,13 +519,9 @@ def main() -> int:
     p.add_argument("--approve-concurrency", type=int, default=20, help="verdict API calls in flight when approving")
     p.add_argument("--park-seconds", type=float, default=60, help="how long to measure while parked")
     p.add_argument("--max-pods", type=int, default=0, help="localkube's pod slots (0: the largest window + 16)")
-    p.add_argument("--kube-qps", type=float, default=KubeSettings().qps,
-                   help="the worker's client-side Kubernetes rate limit (burst = 2x; 0 = none)")
-    p.add_argument("--keep-state", action="store_true", help="keep the temporary state directory (logs)")
-    p.add_argument("--json", action="store_true", help="print the figures as one JSON object, as the last line")
+    common_args(p)
     args = p.parse_args()
-    figures: dict[str, float | None] = {"runs": args.runs, "concurrency": args.concurrency,
-                                        "load_avg_1m_start": os.getloadavg()[0]}
+    figures = first_figures(args)
 
     state = Path(tempfile.mkdtemp(prefix="agentrun-bench-gate-"))
     widest = max(args.concurrency, args.park_window, args.approve_concurrency)
@@ -541,22 +563,12 @@ def main() -> int:
                                   args.approve_concurrency, args.park_seconds))
         for w in watchers:
             w.stop()
-        rss = ", ".join(f"{name} {max(_proc_status(pid, 'VmHWM'), stack.peak_rss.get(name, 0.0)):.0f}"
-                        for name, pid in stack.pids().items())
-        print(f"RSS MB peak: {rss}, api {_proc_status(api.proc.pid, 'VmHWM'):.0f}")
-        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)")
-        figures["load_avg_1m_end"] = os.getloadavg()[0]
+        peak_rss(stack, api)
+        load_at_end(figures)
         ok = True
     finally:
-        if queries is not None:
-            queries.close()
-        if api is not None:
-            api.stop()
-        stack.stop()
-        if ok and not args.keep_state:
-            shutil.rmtree(state, ignore_errors=True)
-        else:
-            print(f"state and logs kept in {state}")
+        stop_all(stack, api, queries)
+        put_away(state, ok=ok, keep=args.keep_state)
     if args.json:
         print_figures(figures)
     return 0
