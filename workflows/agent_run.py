@@ -131,7 +131,8 @@ TOOL_APPROVAL_PATCH = "tool-approvals"
 # Runs whose gate begins to wait with this marker, when no verdict can start anything more (no postRun hook after
 # the gate, no lifecycle.retry), are cleaned up then, not after the verdict: their Jobs' logs kept and the Jobs,
 # workspace and RBAC removed, the finalizer released; the verdict's only request is then the final status write.
-# See `_clean_up_at_gate` for why the finalizer is not needed while such a run waits.
+# See `_clean_up_at_gate` for why the finalizer is not needed while such a run waits. With more to start after the
+# verdict, their finished Jobs have their logs kept and go (`_finished_jobs_go`).
 CLEAN_AT_GATE_PATCH = "cleanup-before-gate-wait"
 # The held response the gate's status shows while it waits (the approver's view; AGENT_RESULT's bound).
 GATE_RESPONSE_SHOWN_BYTES = 32 * 1024
@@ -631,9 +632,11 @@ class AgentRunWorkflow:
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
             self._record.post_run_failed(hook.message)
         if self._gate.verdict is None and not gate_failed:
-            if self._gate.strict and not run.hooks_of("post-gate") and run.retry is None \
-                    and workflow.patched(CLEAN_AT_GATE_PATCH):
-                await self._clean_up_at_gate(run)
+            if self._gate.strict and workflow.patched(CLEAN_AT_GATE_PATCH):
+                if not run.hooks_of("post-gate") and run.retry is None:
+                    await self._clean_up_at_gate(run)
+                elif run.cleanup != "keep":
+                    await self._finished_jobs_go(run)
             self._state.step = "waiting for a gate verdict"
             remaining = (gate_end - workflow.now()).total_seconds()
             with tracing.span("waiting for a gate verdict"):
@@ -731,12 +734,25 @@ class AgentRunWorkflow:
             self._record.retry_later(published.unpublished)
         self._made.cleaned_up()
 
+    async def _finished_jobs_go(self, run: ResolvedRun) -> None:
+        """As a gate begins to wait with more to start after its verdict (other postRun hooks, or a retry): the
+        Jobs so far, all finished (the agent's, the hooks'), have their logs kept and go. Nothing reads them again
+        (a retry or the later hooks run in Jobs of their own), and they carry ttlSecondsAfterFinished: left for the
+        cleanup, a wait longer than that lost them, and their logs, to Kubernetes' TTL controller first."""
+        for job in self._made.jobs:
+            if job.uid not in self._made.gone:
+                await self._act(KubeActivities.delete_job, DeleteJob(job=job),
+                                f"waiting for a verdict: keep the logs of Job {job.name}, then delete it")
+                self._made.gone.add(job.uid)
+
     async def _final_status_alone(self, final: StatusChange) -> Published | None:
-        """The end of a run cleaned up at its gate: its final status and events, one step; a run deleted meanwhile
-        (nothing to write to) ends all the same, as the cleanup step's final write does."""
+        """The end of a run cleaned up at its gate: its final status and events, one local step; a run deleted
+        meanwhile (nothing to write to) ends all the same, as the cleanup step's final write does."""
         try:
+            # A local activity, in the workflow task that took the verdict: one status patch, no activity task
+            # through the server (approving many parked runs is bounded by Temporal's work per verdict).
             published: Published = await self._act(KubeActivities.update_status, final,
-                                                   f"write status: {final.update.status.phase}")
+                                                   f"write status: {final.update.status.phase}", local=True)
         except ActivityError as e:
             if not (isinstance(e.cause, ApplicationError) and e.cause.non_retryable):
                 raise

@@ -45,6 +45,9 @@ SHAPES: dict[str, dict[str, Any]] = {
     # A gate whose verdict starts nothing more: the run is cleaned up and released as the gate begins to wait (patch
     # cleanup-before-gate-wait), then approved: the verdict's one step is the final status.
     "gate-approved-after-cleanup": {"lifecycle": {"postRun": [{**HOOK, "name": "g", "gate": True}]}},
+    # A gate with another postRun hook after it: its finished Jobs go (their logs kept) as it begins to wait, the run
+    # keeps its finalizer; approved, then the hook.
+    "gate-approved-after-jobs-gone": {"lifecycle": {"postRun": [HOOK, {**HOOK, "name": "g", "gate": True}]}},
     # A Sympozium field with no effect here: the FieldsIgnored condition (patch fields-ignored-condition).
     "fields-ignored": {"dryRun": True},
     # A sub-agent of a run made first: the SubAgent condition (patch sub-agent-condition).
@@ -63,13 +66,14 @@ ASKS: dict[str, dict[str, str]] = {"tool-approved-twice": {}, "tool-denied-by-ti
 POD_DELETED = {"agent-restarted"}
 EARLY_SIGNAL = {"gate-refused-early-then-timeout"}
 # Shapes approved once the gate waits with the run's Jobs gone (cleaned up before the wait).
-CLEANED_BEFORE_VERDICT = {"gate-approved-after-cleanup"}
+CLEANED_BEFORE_VERDICT = {"gate-approved-after-cleanup", "gate-approved-after-jobs-gone"}
 SIGNAL_WHILE_PENDING = {"gate-rejected-by-signal": "reject", "gate-approved-then-hooks": "approve",
                         "gate-retried-then-approved": "retry"}
 # After the first verdict: the next attempt's gate waits, and this verdict decides it.
 THEN_WHILE_PENDING = {"gate-retried-then-approved": "approve"}
-# Shapes recorded again as v8 (patch cleanup-before-gate-wait: a gate with nothing after it).
-V8 = {"gate-approved-after-cleanup"}
+# Shapes recorded again as v8 (patch cleanup-before-gate-wait: a gate with nothing after it is cleaned up as it
+# waits and ends with one local step; one with more after it has its finished Jobs go as it waits).
+V8 = {"gate-approved-after-cleanup", "gate-approved-after-jobs-gone"}
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -110,8 +114,9 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
             r = stack.get_run(namespace, "r") or {}
             pending = ((r.get("status") or {}).get("gate") or {}).get("state") == "pending"
             jobs = stack.batch.list_namespaced_job(namespace, label_selector="sympozium.ai/agent-run=r").items
-            return r if pending and not jobs and not (r.get("metadata") or {}).get("finalizers") else None
-        waiting = wait_for(cleaned, timeout=60, what="the gate to wait with the run cleaned up and released")
+            released = not (r.get("metadata") or {}).get("finalizers")
+            return r if pending and not jobs and released == (shape == "gate-approved-after-cleanup") else None
+        waiting = wait_for(cleaned, timeout=60, what="the gate to wait with the run's Jobs gone")
         await client.get_workflow_handle(waiting["status"]["workflowId"]).signal(
             AgentRunWorkflow.verdict, Verdict(action="approve"))
     if shape == "tool-approved-twice":

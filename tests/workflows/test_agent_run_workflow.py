@@ -737,6 +737,29 @@ async def test_a_gate_whose_verdict_may_start_more_keeps_the_run_and_its_cleanup
     assert cleanup.final is not None and [n for n, _ in cluster.calls][-1] == "clean_up"
 
 
+async def test_a_gate_with_more_after_its_verdict_waits_with_its_finished_jobs_gone_and_their_logs_kept(
+        env: WorkflowEnvironment) -> None:
+    # The agent's and the gate hook's Jobs carry ttlSecondsAfterFinished: a wait longer than that lost them (and
+    # their logs) before the cleanup after the verdict could keep their logs.
+    cluster = FakeCluster(resolved_run(post_run=[hook("approve", gate=True), NOTIFY], gate_timeout=3 * 86400))
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await wait_for_async(lambda: _deleted(cluster, 2), what="the finished Jobs to go as the gate waits")
+        assert [d.job.name for d in cluster.named("delete_job")] == ["r", "r-postrun"]
+        assert not cluster.named("clean_up"), "the workspace, RBAC and finalizer stay for the hooks after the verdict"
+        await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="alice"))
+        result = await run_result(handle)
+    assert result == RunResult(phase="Succeeded", result="hi there")
+    (cleanup,) = cluster.named("clean_up")
+    assert [j.name for j in cleanup.jobs] == ["r-postgate"], "the Jobs that went already are not cleaned up again"
+    assert cleanup.final is not None
+
+
+async def _deleted(cluster: FakeCluster, n: int) -> bool:
+    return len(cluster.named("delete_job")) >= n
+
+
 async def test_the_other_postrun_hooks_run_after_a_gate_timeout_too_and_their_failure_is_recorded(
         env: WorkflowEnvironment) -> None:
     cluster = FakeCluster(resolved_run(post_run=[GATE_HOOK, NOTIFY], gate_timeout=60),
