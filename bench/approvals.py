@@ -46,11 +46,12 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.gate import Api, Seen, TemporalQueries, _lat, _rss, peak_rss, stop_all
+from bench.gate import Api, TemporalQueries, _lat, _rss, peak_rss, stop_all
 from bench.runs import (
     GROUP,
     NS,
     VERSION,
+    Seen,
     Stack,
     Watcher,
     _percentile,

@@ -18,9 +18,10 @@ and `gateTimeout: 24h`, so it waits in PostRunning with `status.gate.state: pend
 A run counts as parked once a watch has seen `status.gate.state: pending` on the AgentRun and its
 postRun Job Complete. Then:
 
-1. Verdict latency: `--runs` runs, at most `--concurrency` in flight (`--runs 20 --concurrency 20`: one batch of
-   20 verdicts, the issue's measure for `verdict_p50_s`); each is approved through
-   the API once parked and once its workflow's `status` query says it waits for a verdict; the
+1. Verdict latency: `--runs` runs parked first (at most `--concurrency` being created and parked at once), each
+   until its workflow's `status` query says it waits for a verdict; then all approved through the API, at most
+   `--concurrency` calls in flight, so no verdict shares the machine with a run still parking
+   (`--runs 20 --concurrency 20`: one batch of 20 verdicts, the issue's measure for `verdict_p50_s`). The
    latency is the API call → the watch seeing `status.phase: Succeeded` with
    `gateVerdict: approved` (the terminal status written). The API call's own time (it answers 200
    once the gate is resolved, through a Temporal Update) is printed too.
@@ -46,7 +47,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,6 +62,7 @@ from bench.runs import (
     GROUP,
     NS,
     VERSION,
+    Seen,
     Stack,
     Watcher,
     _cpu,
@@ -96,22 +98,6 @@ def _lat(values: list[float]) -> str:
         return "p50     - s  p99     - s"
     return (f"p50 {statistics.median(values):5.2f} s  p99 {_percentile(values, 99):5.2f} s  "
             f"max {max(values):5.2f} s")
-
-
-class Seen:
-    """What a bench's watches saw, under one condition variable that its threads wait on."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.phase: dict[str, str] = {}
-
-    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(predicate, timeout=timeout)
-
-    def count(self, predicate: Callable[[str], bool], names: list[str]) -> int:
-        with self.cond:
-            return sum(1 for n in names if predicate(n))
 
 
 class GateTracker(Seen):
@@ -331,20 +317,23 @@ def latency(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQueri
         problems[kind] += 1
         examples.setdefault(kind, f"{name}{': ' + detail if detail else ''}")
 
-    def one(name: str) -> None:
+    def park(name: str) -> bool:
         _create(custom, name)
         if not tracker.wait(lambda: tracker.parked(name) or tracker.over(name), 300) or not tracker.parked(name):
             problem("not parked within 300 s", name, f"phase {tracker.phase.get(name)!r} gate "
                     f"{tracker.gate.get(name)!r} {tracker.errors.get(name, '')}")
-            return
+            return False
         # The watch saw the hook Job finished; wait until the workflow has taken that in too, so that
         # the verdict meets a waiting gate (not a hook Job it would have to stop first).
         deadline = time.monotonic() + 60
         while queries.step(tracker.workflow_id[name]) != WAITING_STEP:
             if time.monotonic() > deadline:
                 problem("workflow not waiting for a verdict within 60 s", name)
-                return
+                return False
             time.sleep(0.02)
+        return True
+
+    def one(name: str) -> None:
         t = time.perf_counter()
         code, body = api.approve(name)
         call[name] = time.perf_counter() - t
@@ -359,13 +348,17 @@ def latency(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQueri
             return
         lat[name] = tracker.terminal_at[name] - t
 
+    with ThreadPoolExecutor(concurrency) as pool:
+        waiting = [n for n, ok in zip(names, pool.map(park, names), strict=True) if ok]
+    time.sleep(1)  # the last parked runs' status writes and Job-finished signals settle before the batch
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(one, names))
+        list(pool.map(one, waiting))
     took = time.perf_counter() - t0
     values = list(lat.values())
     print(f"{label:<21} API call → Succeeded/approved seen: {_lat(values)}   "
-          f"({len(values)} of {runs} runs, {concurrency} in flight, {took:.0f} s in all)")
+          f"({len(values)} of {runs} runs, parked first, then {concurrency} verdicts in flight, {took:.1f} s "
+          "for the verdicts)")
     print(f"  the API call itself (200 once the gate is resolved): {_lat(list(call.values()))}")
     for kind, n in problems.items():
         print(f"  {n} {kind}, e.g. {examples[kind]}")

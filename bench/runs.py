@@ -196,12 +196,27 @@ class Watcher:
                 w.stop()
 
 
-class RunTracker:
-    """What a watch on AgentRuns saw: when each run first reached each phase, and when it was let go."""
+class Seen:
+    """What a bench's watches saw, under one condition variable that its threads wait on."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.phase: dict[str, str] = {}
+
+    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(predicate, timeout=timeout)
+
+    def count(self, predicate: Callable[[str], bool], names: list[str]) -> int:
+        with self.cond:
+            return sum(1 for n in names if predicate(n))
+
+
+class RunTracker(Seen):
+    """What a watch on AgentRuns saw: when each run first reached each phase, and when it was let go."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self.seen: dict[tuple[str, str], float] = {}
         self.uid: dict[str, str] = {}
         self.released: dict[str, float] = {}  # cleanup done: terminal and our finalizer gone
@@ -227,14 +242,6 @@ class RunTracker:
                 if phase in TERMINAL and FINALIZER not in (meta.get("finalizers") or []):
                     self.released.setdefault(name, now)
             self.cond.notify_all()
-
-    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(predicate, timeout=timeout)
-
-    def count(self, predicate: Callable[[str], bool], names: list[str]) -> int:
-        with self.cond:
-            return sum(1 for n in names if predicate(n))
 
     def wait_progress(self, predicate: Callable[[str], bool], names: list[str], *, stall: float,
                       limit: float) -> int:

@@ -683,10 +683,14 @@ async def _cleaned(cluster: FakeCluster) -> bool:
     return bool(cluster.named("clean_up"))
 
 
+def _gate_alone() -> FakeCluster:
+    """A run whose gate hook exits at once and nothing follows the verdict: cleaned up as its gate waits."""
+    return FakeCluster(resolved_run(post_run=[hook("approve", gate=True)], gate_timeout=3 * 86400))
+
+
 async def test_a_gate_whose_verdict_starts_nothing_more_is_cleaned_up_as_it_waits_and_its_verdict_writes_one_status(
         env: WorkflowEnvironment) -> None:
-    cluster = FakeCluster(resolved_run(post_run=[hook("approve", gate=True)], gate_timeout=3 * 86400))
-    h = Harness(env, cluster)
+    h = Harness(env, cluster := _gate_alone())
     async with h.worker:
         handle = await h.start()
         await wait_for_async(lambda: _cleaned(cluster), what="the cleanup while the gate waits")
@@ -706,8 +710,7 @@ async def test_a_gate_whose_verdict_starts_nothing_more_is_cleaned_up_as_it_wait
 
 async def test_a_run_deleted_after_its_cleanup_at_the_gate_still_ends_with_a_kill_cleanup(
         env: WorkflowEnvironment) -> None:
-    cluster = FakeCluster(resolved_run(post_run=[hook("approve", gate=True)], gate_timeout=3 * 86400))
-    h = Harness(env, cluster)
+    h = Harness(env, cluster := _gate_alone())
     async with h.worker:
         handle = await h.start()
         await wait_for_async(lambda: _cleaned(cluster), what="the cleanup while the gate waits")
