@@ -9,7 +9,8 @@ Failures are HTTPExceptions with the JSON API's statuses and messages; the conso
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
 
 from fastapi import HTTPException
 from opentelemetry.trace import Span, SpanKind
@@ -40,6 +41,7 @@ from .auth import Caller
 from .authority import Unreadable, gate_authority, record_refusal
 from .deps import State
 
+T = TypeVar("T")
 ACTIONS = ("approve", "reject", "rewrite", "retry")
 NO_GATE = "the run has no gate (no postRun hook with gate: true)"
 
@@ -138,20 +140,8 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     """The verdict of `caller` on the run's gate, after RBAC (`approve agentruns`) and then its `gatePolicy` allow
     it, as a Temporal Update."""
     check_verdict(action, response, reason)
-    await state.allow(caller, APPROVE, AGENTRUNS, namespace, name=name)
-    # The run as the API's watch last saw it: what the decision needs of it (its Agent, creator stamp and workflow ID)
-    # does not change once the workflow has started; a run the watch lacks or has not seen started is read.
-    run = await current_run(state, namespace, name, started=True)
+    run = await _deciders_run(state, caller, namespace, name, what="verdict")
     who = caller.identity
-    try:
-        authority = await gate_authority(admission.reader(state.kube, namespace, state.definitions), run)
-    except Unreadable as e:
-        raise HTTPException(status_code=503, detail=f"cannot check who may decide this run: {e}") from e
-    refusal = authority.refusal(who, caller.groups)
-    if refusal is not None:
-        state.refusals[f"api {refusal.rule}"] += 1
-        await record_refusal(state.kube, namespace=namespace, run=run, who=who, refusal=refusal, via="api")
-        raise HTTPException(status_code=403, detail=refusal.message)
     st = run.get("status") or {}
     wid = st.get("workflowId")
     if st.get("phase") in TERMINAL_PHASES:
@@ -168,20 +158,16 @@ async def decide(state: State, caller: Caller, namespace: str, name: str, *, act
     run_trace = str(((run.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TRACEPARENT) or "")
     in_run = valid(run_trace) and trace_id_of(run_trace) == str(st.get("traceID") or "")
     context = TraceContextTextMapPropagator().extract({"traceparent": run_trace}) if in_run else None
-    try:
-        with state.metrics.verdict_seconds.time(), state.tracer.start_as_current_span(
-                f"gate verdict {action}", context=context, kind=SpanKind.SERVER,
-                attributes={"agentrun.run": name, "k8s.namespace.name": namespace, "agentrun.verdict": action,
-                            "enduser.id": who}):
-            view: GateView = await handle.execute_update(AgentRunWorkflow.submit_verdict, verdict)
-    except WorkflowUpdateFailedError as e:
+
+    def refused() -> None:
         state.verdicts["refused"] += 1
-        cause = e.cause
-        raise HTTPException(status_code=409, detail=getattr(cause, "message", None) or str(e)) from e
-    except RPCError as e:
-        if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-            raise HTTPException(status_code=409, detail=FINISHED) from e
-        raise HTTPException(status_code=503, detail=f"temporal is unavailable: {e.message}") from e
+
+    with state.metrics.verdict_seconds.time(), state.tracer.start_as_current_span(
+            f"gate verdict {action}", context=context, kind=SpanKind.SERVER,
+            attributes={"agentrun.run": name, "k8s.namespace.name": namespace, "agentrun.verdict": action,
+                        "enduser.id": who}):
+        view: GateView = await _update(handle.execute_update(AgentRunWorkflow.submit_verdict, verdict),
+                                       finished=FINISHED, refused=refused)
     state.verdicts[view.state] += 1
     if view.state == "none":
         raise HTTPException(status_code=409, detail=NO_GATE)
@@ -203,19 +189,8 @@ async def decide_tool(state: State, caller: Caller, namespace: str, name: str, *
     requireDistinctApprover), as a signed Temporal Update. A refusal before the workflow is a VerdictRefused Event."""
     check_tool_decision(call_id=call_id, action=action, arguments_sha256=arguments_sha256, arguments=arguments,
                         reason=reason)
-    await state.allow(caller, APPROVE, AGENTRUNS, namespace, name=name)
-    run = await current_run(state, namespace, name, started=True)
+    run = await _deciders_run(state, caller, namespace, name, what="tool decision")
     who = caller.identity
-    try:
-        authority = await gate_authority(admission.reader(state.kube, namespace, state.definitions), run)
-    except Unreadable as e:
-        raise HTTPException(status_code=503, detail=f"cannot check who may decide this run: {e}") from e
-    refusal = authority.tool_refusal(who, caller.groups)
-    if refusal is not None:
-        state.refusals[f"api {refusal.rule}"] += 1
-        await record_refusal(state.kube, namespace=namespace, run=run, who=who, refusal=refusal, via="api",
-                             what="tool decision")
-        raise HTTPException(status_code=403, detail=refusal.message)
     st = run.get("status") or {}
     wid = st.get("workflowId")
     if st.get("phase") in TERMINAL_PHASES:
@@ -228,14 +203,44 @@ async def decide_tool(state: State, caller: Caller, namespace: str, name: str, *
     if state.signer is not None:  # the proof that the API, not anyone who can write to Temporal, decided (SPEC §4)
         state.signer.sign(decision, target=wid)
     handle = state.temporal.get_workflow_handle(wid)
+    with state.metrics.verdict_seconds.time():
+        view: ToolApprovalView = await _update(handle.execute_update(AgentRunWorkflow.decide_tool_call, decision),
+                                               finished=TOOLS_FINISHED)
+    return view
+
+
+async def _deciders_run(state: State, caller: Caller, namespace: str, name: str, *, what: str) -> dict[str, Any]:
+    """The run `caller` decides on (a gate's verdict, or a tool decision: `what`), once RBAC (`approve agentruns`)
+    and the run's authority for that kind of decision allow them; a refusal by the authority is recorded as a
+    VerdictRefused Event (403). The run is as the API's watch last saw it: what the decision needs of it (its Agent,
+    creator stamp and workflow ID) does not change once the workflow has started; a run the watch lacks or has not
+    seen started is read."""
+    await state.allow(caller, APPROVE, AGENTRUNS, namespace, name=name)
+    run = await current_run(state, namespace, name, started=True)
     try:
-        with state.metrics.verdict_seconds.time():
-            view: ToolApprovalView = await handle.execute_update(AgentRunWorkflow.decide_tool_call, decision)
+        authority = await gate_authority(admission.reader(state.kube, namespace, state.definitions), run)
+    except Unreadable as e:
+        raise HTTPException(status_code=503, detail=f"cannot check who may decide this run: {e}") from e
+    refused = authority.tool_refusal if what == "tool decision" else authority.refusal
+    refusal = refused(caller.identity, caller.groups)
+    if refusal is not None:
+        state.refusals[f"api {refusal.rule}"] += 1
+        await record_refusal(state.kube, namespace=namespace, run=run, who=caller.identity, refusal=refusal, via="api",
+                             what=what)
+        raise HTTPException(status_code=403, detail=refusal.message)
+    return run
+
+
+async def _update(update: Awaitable[T], *, finished: str, refused: Callable[[], None] | None = None) -> T:
+    """A decision's Temporal Update: what the workflow refused is a 409 with its message (`refused` counts it), a
+    workflow that ended is a 409 saying `finished`, Temporal unreachable a 503."""
+    try:
+        return await update
     except WorkflowUpdateFailedError as e:
-        cause = e.cause
-        raise HTTPException(status_code=409, detail=getattr(cause, "message", None) or str(e)) from e
+        if refused is not None:
+            refused()
+        raise HTTPException(status_code=409, detail=getattr(e.cause, "message", None) or str(e)) from e
     except RPCError as e:
         if e.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-            raise HTTPException(status_code=409, detail=TOOLS_FINISHED) from e
+            raise HTTPException(status_code=409, detail=finished) from e
         raise HTTPException(status_code=503, detail=f"temporal is unavailable: {e.message}") from e
-    return view

@@ -34,33 +34,36 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
-from bench.gate import Api, TemporalQueries, _lat, _rss
+from bench.gate import Api, TemporalQueries, _lat, _rss, peak_rss, stop_all
 from bench.runs import (
     GROUP,
     NS,
     VERSION,
+    Seen,
     Stack,
     Watcher,
     _percentile,
     _proc_status,
     _requests_line,
+    common_args,
+    first_figures,
+    load_at_end,
     print_figures,
+    put_away,
 )
-from worker.settings import KubeSettings, WorkerSettings
+from worker.settings import WorkerSettings
 
 TERMINAL = {"Succeeded", "Failed", "Skipped"}
 RAN = re.compile(r"RAN=(\d+\.\d+)")
@@ -86,12 +89,11 @@ def run_manifest(name: str, agent: str = "asker") -> dict[str, Any]:
             "spec": {"agentRef": agent, "task": TASK, "timeout": "30m"}}
 
 
-class ApprovalTracker:
+class ApprovalTracker(Seen):
     """What a watch on the bench namespace's AgentRuns saw, with perf_counter times."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.phase: dict[str, str] = {}
+        super().__init__()
         self.errors: dict[str, str] = {}
         self.workflow_id: dict[str, str] = {}
         self.calls: dict[str, list[dict[str, Any]]] = {}  # the calls of a pending round
@@ -126,14 +128,6 @@ class ApprovalTracker:
 
     def over(self, name: str) -> bool:
         return self.phase.get(name) in TERMINAL
-
-    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(predicate, timeout=timeout)
-
-    def count(self, predicate: Callable[[str], bool], names: list[str]) -> int:
-        with self.cond:
-            return sum(1 for n in names if predicate(n))
 
 
 class ApprovalsApi(Api):
@@ -293,13 +287,9 @@ def main() -> int:
     p.add_argument("--parked", type=int, default=200, help="runs parked at a tool approval (RSS: pass 1000)")
     p.add_argument("--park-window", type=int, default=40, help="parked runs created but not yet parked, at most")
     p.add_argument("--park-seconds", type=float, default=60, help="how long to measure while parked")
-    p.add_argument("--kube-qps", type=float, default=KubeSettings().qps,
-                   help="the worker's client-side Kubernetes rate limit (burst = 2x; 0 = none)")
-    p.add_argument("--keep-state", action="store_true", help="keep the temporary state directory (logs)")
-    p.add_argument("--json", action="store_true", help="print the figures as one JSON object, as the last line")
+    common_args(p)
     args = p.parse_args()
-    figures: dict[str, float | None] = {"runs": args.runs, "concurrency": args.concurrency,
-                                        "load_avg_1m_start": os.getloadavg()[0]}
+    figures = first_figures(args)
     state = Path(tempfile.mkdtemp(prefix="agentrun-bench-approvals-"))
     widest = max(args.concurrency, args.park_window)
     stack = Stack(state, concurrency=widest, max_pods=widest + 16, kube_qps=args.kube_qps)
@@ -335,22 +325,12 @@ def main() -> int:
         if args.parked > 0:
             figures.update(parked(stack, tracker, args.parked, args.park_window, args.park_seconds))
         watcher.stop()
-        rss = ", ".join(f"{name} {max(_proc_status(pid, 'VmHWM'), stack.peak_rss.get(name, 0.0)):.0f}"
-                        for name, pid in stack.pids().items())
-        print(f"RSS MB peak: {rss}, api {_proc_status(api.proc.pid, 'VmHWM'):.0f}")
-        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)")
-        figures["load_avg_1m_end"] = os.getloadavg()[0]
+        peak_rss(stack, api)
+        load_at_end(figures)
         ok = True
     finally:
-        if queries is not None:
-            queries.close()
-        if api is not None:
-            api.stop()
-        stack.stop()
-        if ok and not args.keep_state:
-            shutil.rmtree(state, ignore_errors=True)
-        else:
-            print(f"state and logs kept in {state}")
+        stop_all(stack, api, queries)
+        put_away(state, ok=ok, keep=args.keep_state)
     if args.json:
         print_figures(figures)
     return 0

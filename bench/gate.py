@@ -18,8 +18,10 @@ and `gateTimeout: 24h`, so it waits in PostRunning with `status.gate.state: pend
 A run counts as parked once a watch has seen `status.gate.state: pending` on the AgentRun and its
 postRun Job Complete. Then:
 
-1. Verdict latency: `--runs` runs, at most `--concurrency` in flight; each is approved through
-   the API once parked and once its workflow's `status` query says it waits for a verdict; the
+1. Verdict latency: `--runs` runs parked first (at most `--concurrency` being created and parked at once), each
+   until its workflow's `status` query says it waits for a verdict; then all approved through the API, at most
+   `--concurrency` calls in flight, so no verdict shares the machine with a run still parking
+   (`--runs 20 --concurrency 20`: one batch of 20 verdicts, the issue's measure for `verdict_p50_s`). The
    latency is the API call → the watch seeing `status.phase: Succeeded` with
    `gateVerdict: approved` (the terminal status written). The API call's own time (it answers 200
    once the gate is resolved, through a Temporal Update) is printed too.
@@ -37,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -46,7 +47,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,17 +62,22 @@ from bench.runs import (
     GROUP,
     NS,
     VERSION,
+    Seen,
     Stack,
     Watcher,
     _cpu,
     _percentile,
     _proc_status,
     _requests_line,
+    common_args,
+    first_figures,
+    load_at_end,
     print_figures,
+    put_away,
 )
 from cli.roles import bind, ensure_roles, user
 from cli.stack import stop_process
-from worker.settings import KubeSettings, WorkerSettings
+from worker.settings import WorkerSettings
 
 T = TypeVar("T")
 TOKEN, IDENTITY = "bench-token", "bench-approver"
@@ -94,12 +100,11 @@ def _lat(values: list[float]) -> str:
             f"max {max(values):5.2f} s")
 
 
-class GateTracker:
+class GateTracker(Seen):
     """What two watches saw (AgentRuns and Jobs in the bench namespace), with perf_counter times."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.phase: dict[str, str] = {}
+        super().__init__()
         self.gate: dict[str, str] = {}
         self.verdict: dict[str, str] = {}
         self.workflow_id: dict[str, str] = {}
@@ -166,14 +171,6 @@ class GateTracker:
         job = self.post_job.get(name)
         done = self.job_done.get(job) if job else None
         return done is not None and not done[0]
-
-    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(predicate, timeout=timeout)
-
-    def count(self, predicate: Callable[[str], bool], names: list[str]) -> int:
-        with self.cond:
-            return sum(1 for n in names if predicate(n))
 
 
 class TemporalQueries:
@@ -264,6 +261,20 @@ class Api:
         stop_process(self.proc)
 
 
+def peak_rss(stack: Stack, api: Api) -> None:
+    rss = ", ".join(f"{name} {max(_proc_status(pid, 'VmHWM'), stack.peak_rss.get(name, 0.0)):.0f}"
+                    for name, pid in stack.pids().items())
+    print(f"RSS MB peak: {rss}, api {_proc_status(api.proc.pid, 'VmHWM'):.0f}")
+
+
+def stop_all(stack: Stack, api: Api | None, queries: TemporalQueries | None) -> None:
+    if queries is not None:
+        queries.close()
+    if api is not None:
+        api.stop()
+    stack.stop()
+
+
 def _create(custom: Any, name: str) -> None:
     custom.create_namespaced_custom_object(GROUP, VERSION, NS, "agentruns", gate_manifest(name))
 
@@ -306,20 +317,23 @@ def latency(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQueri
         problems[kind] += 1
         examples.setdefault(kind, f"{name}{': ' + detail if detail else ''}")
 
-    def one(name: str) -> None:
+    def park(name: str) -> bool:
         _create(custom, name)
         if not tracker.wait(lambda: tracker.parked(name) or tracker.over(name), 300) or not tracker.parked(name):
             problem("not parked within 300 s", name, f"phase {tracker.phase.get(name)!r} gate "
                     f"{tracker.gate.get(name)!r} {tracker.errors.get(name, '')}")
-            return
+            return False
         # The watch saw the hook Job finished; wait until the workflow has taken that in too, so that
         # the verdict meets a waiting gate (not a hook Job it would have to stop first).
         deadline = time.monotonic() + 60
         while queries.step(tracker.workflow_id[name]) != WAITING_STEP:
             if time.monotonic() > deadline:
                 problem("workflow not waiting for a verdict within 60 s", name)
-                return
+                return False
             time.sleep(0.02)
+        return True
+
+    def one(name: str) -> None:
         t = time.perf_counter()
         code, body = api.approve(name)
         call[name] = time.perf_counter() - t
@@ -334,13 +348,17 @@ def latency(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQueri
             return
         lat[name] = tracker.terminal_at[name] - t
 
+    with ThreadPoolExecutor(concurrency) as pool:
+        waiting = [n for n, ok in zip(names, pool.map(park, names), strict=True) if ok]
+    time.sleep(1)  # the last parked runs' status writes and Job-finished signals settle before the batch
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(one, names))
+        list(pool.map(one, waiting))
     took = time.perf_counter() - t0
     values = list(lat.values())
     print(f"{label:<21} API call → Succeeded/approved seen: {_lat(values)}   "
-          f"({len(values)} of {runs} runs, {concurrency} in flight, {took:.0f} s in all)")
+          f"({len(values)} of {runs} runs, parked first, then {concurrency} verdicts in flight, {took:.1f} s "
+          "for the verdicts)")
     print(f"  the API call itself (200 once the gate is resolved): {_lat(list(call.values()))}")
     for kind, n in problems.items():
         print(f"  {n} {kind}, e.g. {examples[kind]}")
@@ -474,6 +492,7 @@ def parked(stack: Stack, tracker: GateTracker, api: Api, queries: TemporalQuerie
     print("  CPU ms per approved run: " + ", ".join(f"{k} {ms:.0f}" for k, ms in spent.items()))
     print("  Kubernetes API requests per approved run (to the terminal status and the cleanup so far): "
           + _requests_line(counts, max(len(todo), 1), "requests"))
+    figures["approve_k8s_requests_per_run"] = sum(counts.values()) / max(len(todo), 1)
     figures["approve_cpu_ms_per_run"] = sum(spent.values())
     figures["approve_worker_cpu_ms_per_run"] = spent.get("worker")
     figures["approve_all_runs_per_s"] = len(approved) / max(last, 1e-9)
@@ -493,13 +512,9 @@ def main() -> int:
     p.add_argument("--approve-concurrency", type=int, default=20, help="verdict API calls in flight when approving")
     p.add_argument("--park-seconds", type=float, default=60, help="how long to measure while parked")
     p.add_argument("--max-pods", type=int, default=0, help="localkube's pod slots (0: the largest window + 16)")
-    p.add_argument("--kube-qps", type=float, default=KubeSettings().qps,
-                   help="the worker's client-side Kubernetes rate limit (burst = 2x; 0 = none)")
-    p.add_argument("--keep-state", action="store_true", help="keep the temporary state directory (logs)")
-    p.add_argument("--json", action="store_true", help="print the figures as one JSON object, as the last line")
+    common_args(p)
     args = p.parse_args()
-    figures: dict[str, float | None] = {"runs": args.runs, "concurrency": args.concurrency,
-                                        "load_avg_1m_start": os.getloadavg()[0]}
+    figures = first_figures(args)
 
     state = Path(tempfile.mkdtemp(prefix="agentrun-bench-gate-"))
     widest = max(args.concurrency, args.park_window, args.approve_concurrency)
@@ -541,22 +556,12 @@ def main() -> int:
                                   args.approve_concurrency, args.park_seconds))
         for w in watchers:
             w.stop()
-        rss = ", ".join(f"{name} {max(_proc_status(pid, 'VmHWM'), stack.peak_rss.get(name, 0.0)):.0f}"
-                        for name, pid in stack.pids().items())
-        print(f"RSS MB peak: {rss}, api {_proc_status(api.proc.pid, 'VmHWM'):.0f}")
-        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)")
-        figures["load_avg_1m_end"] = os.getloadavg()[0]
+        peak_rss(stack, api)
+        load_at_end(figures)
         ok = True
     finally:
-        if queries is not None:
-            queries.close()
-        if api is not None:
-            api.stop()
-        stack.stop()
-        if ok and not args.keep_state:
-            shutil.rmtree(state, ignore_errors=True)
-        else:
-            print(f"state and logs kept in {state}")
+        stop_all(stack, api, queries)
+        put_away(state, ok=ok, keep=args.keep_state)
     if args.json:
         print_figures(figures)
     return 0

@@ -196,12 +196,27 @@ class Watcher:
                 w.stop()
 
 
-class RunTracker:
-    """What a watch on AgentRuns saw: when each run first reached each phase, and when it was let go."""
+class Seen:
+    """What a bench's watches saw, under one condition variable that its threads wait on."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.phase: dict[str, str] = {}
+
+    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(predicate, timeout=timeout)
+
+    def count(self, predicate: Callable[[str], bool], names: list[str]) -> int:
+        with self.cond:
+            return sum(1 for n in names if predicate(n))
+
+
+class RunTracker(Seen):
+    """What a watch on AgentRuns saw: when each run first reached each phase, and when it was let go."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self.seen: dict[tuple[str, str], float] = {}
         self.uid: dict[str, str] = {}
         self.released: dict[str, float] = {}  # cleanup done: terminal and our finalizer gone
@@ -227,14 +242,6 @@ class RunTracker:
                 if phase in TERMINAL and FINALIZER not in (meta.get("finalizers") or []):
                     self.released.setdefault(name, now)
             self.cond.notify_all()
-
-    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(predicate, timeout=timeout)
-
-    def count(self, predicate: Callable[[str], bool], names: list[str]) -> int:
-        with self.cond:
-            return sum(1 for n in names if predicate(n))
 
     def wait_progress(self, predicate: Callable[[str], bool], names: list[str], *, stall: float,
                       limit: float) -> int:
@@ -736,19 +743,41 @@ def print_figures(figures: dict[str, float | None]) -> None:
     print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}))
 
 
+def common_args(p: argparse.ArgumentParser) -> None:
+    """The options every stack bench takes (bench.runs, bench.gate, bench.approvals)."""
+    p.add_argument("--kube-qps", type=float, default=KubeSettings().qps,
+                   help="the worker's client-side Kubernetes rate limit (burst = 2x; 0 = none)")
+    p.add_argument("--keep-state", action="store_true", help="keep the temporary state directory (logs)")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object, as the last line")
+
+
+def first_figures(args: argparse.Namespace) -> dict[str, float | None]:
+    """The figures every stack bench starts with: its `--runs`, `--concurrency` and the load before the stack."""
+    return {"runs": args.runs, "concurrency": args.concurrency, "load_avg_1m_start": os.getloadavg()[0]}
+
+
+def load_at_end(figures: dict[str, float | None]) -> None:
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)")
+    figures["load_avg_1m_end"] = os.getloadavg()[0]
+
+
+def put_away(state: Path, *, ok: bool, keep: bool) -> None:
+    """The state directory removed after a run that went well, unless asked to keep it; else kept and named."""
+    if ok and not keep:
+        shutil.rmtree(state, ignore_errors=True)
+    else:
+        print(f"state and logs kept in {state}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=200, help="runs for the AgentRun, ceiling and floor figures")
     p.add_argument("--parked", type=int, default=100, help="runs parked in sleeping agent Jobs")
     p.add_argument("--park-seconds", type=float, default=60, help="how long to count requests while parked")
     p.add_argument("--concurrency", type=int, default=20, help="runs in flight at once")
-    p.add_argument("--kube-qps", type=float, default=KubeSettings().qps,
-                   help="the worker's client-side Kubernetes rate limit (burst = 2x; 0 = none)")
-    p.add_argument("--keep-state", action="store_true", help="keep the temporary state directory (logs)")
-    p.add_argument("--json", action="store_true", help="print the figures as one JSON object, as the last line")
+    common_args(p)
     args = p.parse_args()
-    figures: dict[str, float | None] = {"runs": args.runs, "concurrency": args.concurrency,
-                                        "load_avg_1m_start": os.getloadavg()[0]}
+    figures = first_figures(args)
 
     state = Path(tempfile.mkdtemp(prefix="agentrun-bench-"))
     max_pods = args.parked + 2 * args.concurrency + 16
@@ -783,18 +812,14 @@ def main() -> int:
                         f"{max(_proc_status(pid, 'VmHWM'), stack.peak_rss.get(name, 0.0)):.0f}"
                         for name, pid in pids.items())
         print(f"RSS MB now / peak: {rss}")
-        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)")
         for name in ("worker", "bridge"):
             if name in pids:
                 figures[f"{name}_rss_mb_peak"] = max(_proc_status(pids[name], "VmHWM"), stack.peak_rss.get(name, 0.0))
-        figures["load_avg_1m_end"] = os.getloadavg()[0]
+        load_at_end(figures)
         ok = True
     finally:
         stack.stop()
-        if ok and not args.keep_state:
-            shutil.rmtree(state, ignore_errors=True)
-        else:
-            print(f"state and logs kept in {state}")
+        put_away(state, ok=ok, keep=args.keep_state)
     if args.json:
         print_figures(figures)
     return 0

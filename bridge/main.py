@@ -2,7 +2,8 @@
 
 - a new (or not yet started) AgentRun ⇒ start its workflow, idempotently (the workflow ID is
   derived from namespace, name and uid, and duplicates are rejected by Temporal);
-- an AgentRun being deleted ⇒ cancel its workflow (whose cleanup then releases the object);
+- an AgentRun being deleted ⇒ cancel its workflow (whose cleanup then releases the object); one deleted at once
+  (its workflow released it while waiting at its gate, everything it made already gone) ⇒ cancel its workflow too;
 - a run's Job that completed or failed ⇒ signal the owning workflow;
 - a PersonaPack or Ensemble ⇒ the Agents and SympoziumSchedules it describes (`personas.py`);
 - a verdict annotation ⇒ a verdict signal, decided by the writer the admission webhook stamped in
@@ -229,6 +230,11 @@ class Bridge:
             self._started.discard(wid)
             self._verdicts.discard(wid)
             self._tool_verdicts.discard(wid)
+            if not meta.get("deletionTimestamp") and (obj.get("status") or {}).get("phase") not in TERMINAL_PHASES \
+                    and (obj.get("status") or {}).get("workflowId"):
+                # Deleted at once, no finalizer holding it: a run whose workflow released it while waiting at its
+                # gate with nothing left to clean (workflows/agent_run.py, `_clean_up_at_gate`). Its workflow ends.
+                await self._cancel(wid, ref)
             return
         if meta.get("deletionTimestamp"):
             await self._cancel(wid, ref)

@@ -29,7 +29,7 @@ from agentrunner.approvals import (
 )
 
 from .base import K8sModel
-from .signing import Signed
+from .signing import SignedDecision
 
 TOOL_VERDICT_ANNOTATION = "sympozium.ai/tool-verdict"
 # Who wrote the tool-verdict annotation, stamped by the admission webhook (which refuses it from anyone else).
@@ -92,7 +92,7 @@ class ToolDecisionRecord(K8sModel):
     attempt: int | None = None
 
 
-class ToolDecision(Signed):
+class ToolDecision(SignedDecision):
     """A decision on one waiting call. Our API and bridge sign theirs (models/signing.py): one that claims them as
     its source without a good signature for this run is recorded as sent straight to Temporal (`marked`)."""
 
@@ -103,12 +103,6 @@ class ToolDecision(Signed):
     arguments_sha256: str
     arguments: str | None = None  # edit: the new arguments, canonical JSON of an object
     reason: str = ""
-    decided_by: str = ""
-    source: Literal["api", "annotation", "temporal"] = "temporal"
-    # An annotation decision: the run's resourceVersion in which the bridge saw it (older than the wait: refused).
-    resource_version: str | None = None
-    # As Verdict.sealed: set by the worker's payload converter where no signing key is set.
-    sealed: bool | None = Field(default=None, exclude=True)
 
 
 class ToolApprovalView(BaseModel):

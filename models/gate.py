@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from .signing import Signed
+from .signing import SignedDecision
 
 VERDICT_ANNOTATION = "sympozium.ai/gate-verdict"
 # Who wrote the verdict annotation, stamped by the admission webhook (which refuses it from anyone else).
@@ -36,7 +36,7 @@ ATTEMPTS_KEPT = 10
 ATTEMPT_REASON_MAX_BYTES = 1024
 
 
-class Verdict(Signed):
+class Verdict(SignedDecision):
     """A gate's verdict. Our API and bridge sign theirs (models/signing.py): one that claims them as its source
     without a good signature for this run is recorded as sent straight to Temporal (`marked`)."""
 
@@ -45,16 +45,6 @@ class Verdict(Signed):
     action: Action
     response: str = ""
     reason: str = ""
-    # Who decided: the API caller's identity, the gate hook's ServiceAccount; for a verdict sent straight to
-    # Temporal, what the sender claimed (the workflow records it as "temporal:<claim>", see `marked`).
-    decided_by: str = ""
-    source: Literal["api", "annotation", "temporal"] = "temporal"
-    # An annotation verdict: the run's resourceVersion in which the bridge saw it (older than the gate: refused).
-    resource_version: str | None = None
-    # Set by the worker's payload converter, never sent: whether the verdict arrived encrypted with the
-    # installation's codec key (sent by our API or bridge), or plain (anyone with Temporal access) while a key is
-    # set; None where no key is set (nothing can tell). See models/codec.py `SealMarkingCodec`.
-    sealed: bool | None = Field(default=None, exclude=True)
 
 
 class GateView(BaseModel):

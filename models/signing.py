@@ -25,7 +25,7 @@ import hashlib
 import hmac
 import json
 import secrets
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -109,3 +109,19 @@ def authenticated(message: Signed, *, workflow_id: str, seen: set[str]) -> bool 
 
 
 __all__ = ["Signature", "Signed", "Signer", "authenticated", "load_signer"]
+
+
+class SignedDecision(Signed):
+    """What people decide for a waiting run, a gate's verdict (models/gate.py) or a tool call's decision
+    (models/approvals.py): who decided and by which path, as the workflow records it."""
+
+    # Who decided: the API caller's identity, the gate hook's ServiceAccount, the annotation's stamped writer; for a
+    # decision sent straight to Temporal, what the sender claimed (recorded as "temporal:<claim>", see `marked`).
+    decided_by: str = ""
+    source: Literal["api", "annotation", "temporal"] = "temporal"
+    # An annotation's decision: the run's resourceVersion in which the bridge saw it (older than the wait: refused).
+    resource_version: str | None = None
+    # Set by the worker's payload converter, never sent: whether the decision arrived encrypted with the
+    # installation's codec key (sent by our API or bridge), or plain (anyone with Temporal access) while a key is
+    # set; None where no key is set (nothing can tell). See models/codec.py `SealMarkingCodec`.
+    sealed: bool | None = Field(default=None, exclude=True)

@@ -128,6 +128,12 @@ FAILED_RUN_FAILS_PATCH = "failed-run-fails"
 # Runs whose agent parks with this marker wait for people's decisions on its tool calls with no pod of the run
 # (SPEC §10: status.toolApproval, the search attribute, the park step), then start it again with them.
 TOOL_APPROVAL_PATCH = "tool-approvals"
+# Runs whose gate begins to wait with this marker, when no verdict can start anything more (no postRun hook after
+# the gate, no lifecycle.retry), are cleaned up then, not after the verdict: their Jobs' logs kept and the Jobs,
+# workspace and RBAC removed, the finalizer released; the verdict's only request is then the final status write.
+# See `_clean_up_at_gate` for why the finalizer is not needed while such a run waits. With more to start after the
+# verdict, their finished Jobs have their logs kept and go (`_finished_jobs_go`).
+CLEAN_AT_GATE_PATCH = "cleanup-before-gate-wait"
 # The held response the gate's status shows while it waits (the approver's view; AGENT_RESULT's bound).
 GATE_RESPONSE_SHOWN_BYTES = 32 * 1024
 
@@ -626,6 +632,11 @@ class AgentRunWorkflow:
         if not hook.ok and hook.message and (gate_failed or hook.failed_hook != gate.name):
             self._record.post_run_failed(hook.message)
         if self._gate.verdict is None and not gate_failed:
+            if self._gate.strict and workflow.patched(CLEAN_AT_GATE_PATCH):
+                if not run.hooks_of("post-gate") and run.retry is None:
+                    await self._clean_up_at_gate(run)
+                elif run.cleanup != "keep":
+                    await self._finished_jobs_go(run)
             self._state.step = "waiting for a gate verdict"
             remaining = (gate_end - workflow.now()).total_seconds()
             with tracing.span("waiting for a gate verdict"):
@@ -684,7 +695,10 @@ class AgentRunWorkflow:
         req, summary = self._made.clean_up(self._record.ref, self._run, kill=kill, final=self._final)
 
         async def steps() -> None:
-            published = await self._act(KubeActivities.clean_up, req, summary, long=True)
+            if self._made.cleaned and not kill and self._final is not None:
+                published = await self._final_status_alone(self._final)
+            else:
+                published = await self._act(KubeActivities.clean_up, req, summary, long=True)
             if published is not None:
                 self._record.retry_later(published.unpublished)
             # Only now is nothing of the run executing (a killed run's pods are gone), so the slot is free.
@@ -694,6 +708,57 @@ class AgentRunWorkflow:
             await to_the_end(steps())
         finally:
             self._state.step = "done"
+
+    async def _clean_up_at_gate(self, run: ResolvedRun) -> None:
+        """The cleanup, done as the gate begins to wait for a verdict that can start nothing more: the Jobs' logs
+        kept, the Jobs (their pods), the workspace and every RBAC object of the run removed, and the finalizer
+        released. So a run waits for people (for days) holding no pod, no permission and no finalizer, and the
+        verdict costs one Kubernetes request, the final status (SPEC §3.9 as one step: approving 400 parked runs
+        is bounded by the worker's client QPS).
+
+        Why no finalizer while it waits. The finalizer makes a deletion something the bridge sees as a state
+        (deletionTimestamp) even after a restart, so the workflow is always cancelled and its cleanup runs before
+        the object goes (SPEC §3): it protects what the garbage collector cannot reach (a skill sidecar's
+        cluster-scoped RBAC, which no namespaced owner can own), the pods the workflow may still start, and the
+        name against a new run while the old one's objects are still there. A run at this point has none of
+        these left: everything it made is gone (the cluster-scoped RBAC too) and no verdict starts anything. Deleted
+        while it waits, the object goes at once; the bridge cancels the workflow on that DELETED event (a run
+        deleted with no deletionTimestamp and no terminal phase), and a bridge that missed it leaves the workflow
+        waiting until gateTimeout, holding nothing, its final status write finding the run gone. Every run that
+        still executes, or waits with more to start, keeps the finalizer until its cleanup."""
+        assert self._record.ref is not None
+        req, summary = self._made.clean_up(self._record.ref, run, kill=False, final=None)
+        self._state.step = "cleanup while waiting for a gate verdict"
+        published = await self._act(KubeActivities.clean_up, req, f"waiting for a verdict: {summary}", long=True)
+        if published is not None:
+            self._record.retry_later(published.unpublished)
+        self._made.cleaned_up()
+
+    async def _finished_jobs_go(self, run: ResolvedRun) -> None:
+        """As a gate begins to wait with more to start after its verdict (other postRun hooks, or a retry): the
+        Jobs so far, all finished (the agent's, the hooks'), have their logs kept and go. Nothing reads them again
+        (a retry or the later hooks run in Jobs of their own), and they carry ttlSecondsAfterFinished: left for the
+        cleanup, a wait longer than that lost them, and their logs, to Kubernetes' TTL controller first."""
+        for job in self._made.jobs:
+            if job.uid not in self._made.gone:
+                await self._act(KubeActivities.delete_job, DeleteJob(job=job),
+                                f"waiting for a verdict: keep the logs of Job {job.name}, then delete it")
+                self._made.gone.add(job.uid)
+
+    async def _final_status_alone(self, final: StatusChange) -> Published | None:
+        """The end of a run cleaned up at its gate: its final status and events, one local step; a run deleted
+        meanwhile (nothing to write to) ends all the same, as the cleanup step's final write does."""
+        try:
+            # A local activity, in the workflow task that took the verdict: one status patch, no activity task
+            # through the server (approving many parked runs is bounded by Temporal's work per verdict).
+            published: Published = await self._act(KubeActivities.update_status, final,
+                                                   f"write status: {final.update.status.phase}", local=True)
+        except ActivityError as e:
+            if not (isinstance(e.cause, ApplicationError) and e.cause.non_retryable):
+                raise
+            workflow.logger.warning("the final status of the run was not written: %s", e.cause)
+            return None
+        return published
 
     # -- status, conditions, events ------------------------------------------------------------------------
 

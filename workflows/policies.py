@@ -74,8 +74,9 @@ SLOTS_IDLE = timedelta(minutes=5)
 async def step(fn: Callable[[S, A], Awaitable[R]], arg: A, summary: str, *, long: bool = False,
                local: bool = False) -> R:
     """A run's step: one activity, retried while its failure is transient (KUBE_RETRY), each attempt within
-    KUBE_CALL and all of them within KUBE_STEP (CLEANUP_STEP when `long`). `local`: a read with no effect, run
-    as a local activity inside the current workflow task."""
+    KUBE_CALL and all of them within KUBE_STEP (CLEANUP_STEP when `long`). `local`: run as a local activity inside
+    the current workflow task: a read with no effect, or one idempotent write (a run's final status once nothing
+    of it is left to clean up)."""
     schedule_to_close = CLEANUP_STEP if long else KUBE_STEP
     if not local:
         return await workflow.execute_activity_method(fn, arg, summary=summary, start_to_close_timeout=KUBE_CALL,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client, config
@@ -78,3 +79,23 @@ async def test_an_open_api_lets_anonymous_do_anything_and_no_one_else(kube: clie
     access = Access(Kube(kube), open=True)
     assert await access.allowed(ANONYMOUS, Ask("delete", "agentruns", namespace, "r")) and access.reviews == 0
     assert not await access.allowed(Caller("nobody"), Ask("delete", "agentruns", namespace, "r"))
+
+
+async def test_a_named_question_is_asked_of_the_namespace_first_so_approving_many_runs_costs_one_review(
+        kube: client.ApiClient, namespace: str) -> None:
+    access = Access(Kube(kube))
+    abe = Caller("abe@example.com")
+    assert all([await access.allowed(abe, Ask("approve", "agentruns", namespace, f"r{i}")) for i in range(20)])
+    assert access.reviews == 1, "allowed namespace-wide: allowed for every name"
+    # A Role limited to one run's name: refused namespace-wide, so that name (and only it) is asked about.
+    rbac: Any = client.RbacAuthorizationV1Api(kube)
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "one-run"}, "rules": [
+        {"apiGroups": ["sympozium.ai"], "resources": ["agentruns"], "resourceNames": ["r1"], "verbs": ["approve"]}]})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "one-run"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                     "name": "one-run"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "nina@example.com"}]})
+    nina = Caller("nina@example.com")
+    assert await access.allowed(nina, Ask("approve", "agentruns", namespace, "r1"))
+    assert not await access.allowed(nina, Ask("approve", "agentruns", namespace, "r2"))
+    assert access.reviews == 1 + 3, "the namespace once (refused, kept), then each name"

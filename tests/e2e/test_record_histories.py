@@ -42,6 +42,12 @@ SHAPES: dict[str, dict[str, Any]] = {
     # lifecycle.retry: attempt 1 is sent back (a retry verdict), attempt 2 (its own Jobs) approved, then the hooks.
     "gate-retried-then-approved": {"lifecycle": {"postRun": [HOOK, {**HOOK, "name": "g", "gate": True}],
                                                  "retry": {"maxAttempts": 2, "backoff": "1s"}}},
+    # A gate whose verdict starts nothing more: the run is cleaned up and released as the gate begins to wait (patch
+    # cleanup-before-gate-wait), then approved: the verdict's one step is the final status.
+    "gate-approved-after-cleanup": {"lifecycle": {"postRun": [{**HOOK, "name": "g", "gate": True}]}},
+    # A gate with another postRun hook after it: its finished Jobs go (their logs kept) as it begins to wait, the run
+    # keeps its finalizer; approved, then the hook.
+    "gate-approved-after-jobs-gone": {"lifecycle": {"postRun": [HOOK, {**HOOK, "name": "g", "gate": True}]}},
     # A Sympozium field with no effect here: the FieldsIgnored condition (patch fields-ignored-condition).
     "fields-ignored": {"dryRun": True},
     # A sub-agent of a run made first: the SubAgent condition (patch sub-agent-condition).
@@ -59,10 +65,15 @@ ASKS: dict[str, dict[str, str]] = {"tool-approved-twice": {}, "tool-denied-by-ti
 # Shapes whose agent pod the test deletes once it runs.
 POD_DELETED = {"agent-restarted"}
 EARLY_SIGNAL = {"gate-refused-early-then-timeout"}
+# Shapes approved once the gate waits with the run's Jobs gone (cleaned up before the wait).
+CLEANED_BEFORE_VERDICT = {"gate-approved-after-cleanup", "gate-approved-after-jobs-gone"}
 SIGNAL_WHILE_PENDING = {"gate-rejected-by-signal": "reject", "gate-approved-then-hooks": "approve",
                         "gate-retried-then-approved": "retry"}
 # After the first verdict: the next attempt's gate waits, and this verdict decides it.
 THEN_WHILE_PENDING = {"gate-retried-then-approved": "approve"}
+# Shapes recorded again as v8 (patch cleanup-before-gate-wait: a gate with nothing after it is cleaned up as it
+# waits and ends with one local step; one with more after it has its finished Jobs go as it waits).
+V8 = {"gate-approved-after-cleanup", "gate-approved-after-jobs-gone"}
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -98,6 +109,16 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
             again = wait_for(lambda: pending("r-try2"), timeout=60, what="attempt 2's gate to wait")
             await client.get_workflow_handle(again["status"]["workflowId"]).signal(
                 AgentRunWorkflow.verdict, Verdict(action=THEN_WHILE_PENDING[shape]))
+    if shape in CLEANED_BEFORE_VERDICT:
+        def cleaned() -> dict[str, Any] | None:
+            r = stack.get_run(namespace, "r") or {}
+            pending = ((r.get("status") or {}).get("gate") or {}).get("state") == "pending"
+            jobs = stack.batch.list_namespaced_job(namespace, label_selector="sympozium.ai/agent-run=r").items
+            released = not (r.get("metadata") or {}).get("finalizers")
+            return r if pending and not jobs and released == (shape == "gate-approved-after-cleanup") else None
+        waiting = wait_for(cleaned, timeout=60, what="the gate to wait with the run's Jobs gone")
+        await client.get_workflow_handle(waiting["status"]["workflowId"]).signal(
+            AgentRunWorkflow.verdict, Verdict(action="approve"))
     if shape == "tool-approved-twice":
         for round_ in (1, 2):
             def parked(n: int = round_) -> dict[str, Any] | None:
@@ -133,7 +154,7 @@ async def test_history_of_each_run_shape_replays(stack: Stack, namespace: str, s
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None
     if os.environ.get("AGENTRUN_RECORD_HISTORIES") == "1":
-        _save(shape, history.to_json(), "v7")
+        _save(shape, history.to_json(), "v8" if shape in V8 else "v7")
 
 
 def _save(shape: str, text: str, version: str = "v5") -> None:
@@ -145,7 +166,8 @@ def _save(shape: str, text: str, version: str = "v5") -> None:
     # signature (patch signed-verdicts, marked where a run's first verdict arrives: the shapes that get one) and once a
     # lost agent pod is started again (patch agent-restarts: the agent-restarted shape); v6- once tool calls wait for
     # approval (patch tool-approvals: the tool-* shapes); v7- once a run's workflow closes with its run, its unpublished
-    # events handed on (patch events-outlive-run, every shape), and a failed run's workflow fails (failed-run-fails).
+    # events handed on (patch events-outlive-run, every shape), and a failed run's workflow fails (failed-run-fails);
+    # v8- once a gate with nothing after its verdict is cleaned up as it begins to wait (cleanup-before-gate-wait).
     path = OUT / f"{version}-{shape}.json"
     if not path.exists():
         path.write_text(text)

@@ -32,6 +32,7 @@ from temporalio.worker import Worker
 
 from models.events import EventValue
 from models.gate import BLOCKED_TEXT, REJECTED_TEXT, GateView, Verdict
+from models.resolve import ResolvedHook, ResolvedRetry
 from models.search_attributes import (
     ALL_KEYS,
     SEARCH_ATTRIBUTES,
@@ -676,6 +677,90 @@ async def test_the_gate_hook_runs_alone_and_the_other_postrun_hooks_after_the_ve
     # The verdict is on the status when the later hooks start, before the run ends.
     assert starts[-1].status is not None and starts[-1].status.status.gate_verdict == label
     assert cluster.status()["gate_verdict"] == label
+
+
+async def _cleaned(cluster: FakeCluster) -> bool:
+    return bool(cluster.named("clean_up"))
+
+
+def _gate_alone() -> FakeCluster:
+    """A run whose gate hook exits at once and nothing follows the verdict: cleaned up as its gate waits."""
+    return FakeCluster(resolved_run(post_run=[hook("approve", gate=True)], gate_timeout=3 * 86400))
+
+
+async def test_a_gate_whose_verdict_starts_nothing_more_is_cleaned_up_as_it_waits_and_its_verdict_writes_one_status(
+        env: WorkflowEnvironment) -> None:
+    h = Harness(env, cluster := _gate_alone())
+    async with h.worker:
+        handle = await h.start()
+        await wait_for_async(lambda: _cleaned(cluster), what="the cleanup while the gate waits")
+        (early,) = cluster.named("clean_up")
+        assert early.final is None and not early.kill, "a cleanup, not the end: no status, nothing killed"
+        assert [j.name for j in early.jobs] == ["r", "r-postrun"] and early.run is not None
+        assert (await handle.query(AgentRunWorkflow.gate)).state == "pending", "cleaned up, still waiting"
+        calls = len(cluster.calls)
+        await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="alice"))
+        result = await run_result(handle)
+    assert result == RunResult(phase="Succeeded", result="hi there")
+    assert [n for n, _ in cluster.calls[calls:]] == ["update_status"], "the verdict's one step: the final status"
+    (last,) = cluster.named("update_status")[-1:]
+    assert last.update.status.phase == "Succeeded" and cluster.status()["gate_verdict"] == "approved"
+    assert len(cluster.named("clean_up")) == 1
+
+
+async def test_a_run_deleted_after_its_cleanup_at_the_gate_still_ends_with_a_kill_cleanup(
+        env: WorkflowEnvironment) -> None:
+    h = Harness(env, cluster := _gate_alone())
+    async with h.worker:
+        handle = await h.start()
+        await wait_for_async(lambda: _cleaned(cluster), what="the cleanup while the gate waits")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await run_result(handle)
+    early, kill = cluster.named("clean_up")
+    assert early.final is None and not early.kill
+    assert kill.kill and kill.jobs == [], "whatever a step cut short may have made is looked for; nothing is known"
+
+
+@pytest.mark.parametrize("post_run", [[hook("approve", gate=True), hook("notify")], None])
+async def test_a_gate_whose_verdict_may_start_more_keeps_the_run_and_its_cleanup_for_the_end(
+        env: WorkflowEnvironment, post_run: list[ResolvedHook] | None) -> None:
+    # Another postRun hook runs after the verdict, or a retry verdict would run the agent again: they need the
+    # workspace, and the finalizer while they run.
+    retry = ResolvedRetry(max_attempts=2) if post_run is None else None
+    cluster = FakeCluster(resolved_run(post_run=post_run or [hook("approve", gate=True)], retry=retry))
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await _gate(handle)
+        await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="alice"))
+        result = await run_result(handle)
+    assert result.phase == "Succeeded"
+    (cleanup,) = cluster.named("clean_up")
+    assert cleanup.final is not None and [n for n, _ in cluster.calls][-1] == "clean_up"
+
+
+async def test_a_gate_with_more_after_its_verdict_waits_with_its_finished_jobs_gone_and_their_logs_kept(
+        env: WorkflowEnvironment) -> None:
+    # The agent's and the gate hook's Jobs carry ttlSecondsAfterFinished: a wait longer than that lost them (and
+    # their logs) before the cleanup after the verdict could keep their logs.
+    cluster = FakeCluster(resolved_run(post_run=[hook("approve", gate=True), NOTIFY], gate_timeout=3 * 86400))
+    h = Harness(env, cluster)
+    async with h.worker:
+        handle = await h.start()
+        await wait_for_async(lambda: _deleted(cluster, 2), what="the finished Jobs to go as the gate waits")
+        assert [d.job.name for d in cluster.named("delete_job")] == ["r", "r-postrun"]
+        assert not cluster.named("clean_up"), "the workspace, RBAC and finalizer stay for the hooks after the verdict"
+        await handle.execute_update(AgentRunWorkflow.submit_verdict, Verdict(action="approve", decided_by="alice"))
+        result = await run_result(handle)
+    assert result == RunResult(phase="Succeeded", result="hi there")
+    (cleanup,) = cluster.named("clean_up")
+    assert [j.name for j in cleanup.jobs] == ["r-postgate"], "the Jobs that went already are not cleaned up again"
+    assert cleanup.final is not None
+
+
+async def _deleted(cluster: FakeCluster, n: int) -> bool:
+    return len(cluster.named("delete_job")) >= n
 
 
 async def test_the_other_postrun_hooks_run_after_a_gate_timeout_too_and_their_failure_is_recorded(

@@ -77,6 +77,37 @@ def test_the_v7_shapes_close_with_their_run_and_a_failed_run_fails() -> None:
     assert "workflowExecutionFailedEventAttributes" in failed[-1], failed[-1].keys()
 
 
+def _steps(shape: str) -> list[str]:
+    """A history's activities (`local:` when local), signals (`signal:`) and patches (`patch:`), in order."""
+    out: list[str] = []
+    for e in json.loads(TEXTS[shape])["events"]:
+        if "activityTaskScheduledEventAttributes" in e:
+            out.append(e["activityTaskScheduledEventAttributes"]["activityType"]["name"])
+        elif "workflowExecutionSignaledEventAttributes" in e:
+            out.append(f"signal:{e['workflowExecutionSignaledEventAttributes']['signalName']}")
+        elif "markerRecordedEventAttributes" in e:
+            details = e["markerRecordedEventAttributes"].get("details", {})
+            for p in details.get("patch-data", {}).get("payloads", []):
+                out.append(f"patch:{json.loads(base64.b64decode(p['data']))['id']}")
+            for p in details.get("data", {}).get("payloads", [])[:1]:
+                out.append(f"local:{json.loads(base64.b64decode(p['data'])).get('activity_type', '')}")
+    return out
+
+
+def test_the_v8_gate_histories_clean_up_before_the_verdict() -> None:
+    """Recorded with patch cleanup-before-gate-wait. A gate with nothing after it: the cleanup step runs before the
+    verdict's signal, and the verdict's one step is the final status, a local activity. A gate with a hook after
+    it: its finished Jobs go before the verdict, the cleanup (and the final status) after the hook."""
+    alone = _steps("v8-gate-approved-after-cleanup")
+    at = alone.index("patch:cleanup-before-gate-wait")
+    assert alone[at + 1:] == ["clean_up", "signal:verdict", "patch:signed-verdicts", "patch:final-status-in-cleanup",
+                              "local:update_status", "patch:events-outlive-run"], alone
+    more = _steps("v8-gate-approved-after-jobs-gone")
+    wait = more.index("patch:cleanup-before-gate-wait")
+    assert more[wait + 1:wait + 4] == ["delete_job", "delete_job", "signal:verdict"], more
+    assert more[-2:] == ["clean_up", "patch:events-outlive-run"] and more.count("clean_up") == 1, more
+
+
 @pytest.mark.parametrize("name", sorted(TEXTS))
 async def test_recorded_history_replays(name: str, spans: SpanCollector) -> None:
     """With Temporal's OpenTelemetry interceptor, as the worker runs them (its spans add headers, never commands),
