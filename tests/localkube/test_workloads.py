@@ -322,8 +322,10 @@ def test_active_deadline_terminates_the_running_pod_then_kills_it_after_the_grac
     k.create_job(job("slow", pod_spec(container("main", script, volumeMounts=[ctl_mount()]),
                                       volumes=[host_dir(ctl)], terminationGracePeriodSeconds=2),
                      activeDeadlineSeconds=1))
+    # The pod is found as soon as the Job makes it: once the 1 s deadline passes it is deleted, and it is gone a
+    # grace period later, which on a loaded machine can come before the container has written its pid.
+    (slow,) = wait_for(lambda: k.job_pods("slow"), what="the Job's pod")
     pid = int(wait_for(lambda: read_text(ctl / "pid"), what="container pid"))
-    (slow,) = k.job_pods("slow")
     pid = host_pid(slow.metadata.name, pid)
     wait_for(partial(dead, pid), timeout=10, what="container killed")
     (term,) = map(float, (ctl / "term").read_text().split())
